@@ -1,0 +1,31 @@
+#pragma once
+// Mode `fast`: one atomic add per (position, column), in whatever order the
+// backend runs them. On a parallel backend the bits may change from run to run;
+// on Serial the order is ascending and the bits equal mode `identical`.
+#include <kembed/detail/kernel_common.hpp>
+
+namespace kembed::detail {
+
+template <class ExecutionSpace, class IdView, class Dy, class Carry, class Grad, class Counts>
+void backward_fast(ExecutionSpace const& space, IdView const& ids, Dy const& dy, Carry const& carry,
+                   Grad const& grad, Counts const& counts, std::int64_t padding_idx) {
+  std::int64_t const v = grad.extent(0);
+  std::int64_t const d = grad.extent(1);
+  std::int64_t const t = ids.extent(0);
+  bool const has_carry = carry.data() != nullptr;
+  bool const has_counts = counts.data() != nullptr;
+  Kokkos::parallel_for(
+      "kembed::backward_fast::init", Range<ExecutionSpace>(space, 0, v), KOKKOS_LAMBDA(std::int64_t r) {
+        for (std::int64_t c = 0; c < d; ++c) grad(r, c) = (has_carry && r != padding_idx) ? carry(r, c) : 0.0f;
+        if (has_counts) counts(r) = 0;
+      });
+  Kokkos::parallel_for(
+      "kembed::backward_fast", Range<ExecutionSpace>(space, 0, t), KOKKOS_LAMBDA(std::int64_t p) {
+        auto const r = static_cast<std::int64_t>(ids(p));
+        if (has_counts) Kokkos::atomic_increment(&counts(r));
+        if (r == padding_idx) return;
+        for (std::int64_t c = 0; c < d; ++c) Kokkos::atomic_add(&grad(r, c), dy(p, c));
+      });
+}
+
+}  // namespace kembed::detail

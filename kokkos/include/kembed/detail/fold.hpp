@@ -1,0 +1,91 @@
+#pragma once
+// Plan `sort`'s second half: fold each row's positions in the order the row index
+// gives. Work is split over (row, column tile), so one hot row still spreads over
+// its column tiles; each (row, column) sum stays one thread's loop.
+#include <kembed/detail/kernel_common.hpp>
+
+namespace kembed::detail {
+
+// Columns one thread folds together: the row's positions are read once per tile.
+inline constexpr std::int64_t fold_tile = 16;
+// The deterministic fold keeps a 64-level stack per column, so its tiles are narrower.
+inline constexpr std::int64_t pairwise_tile = 4;
+
+// Mode `identical`: acc = carry (or +0.0), then acc = acc + dy[p] for p ascending.
+template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad>
+void fold_identical(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry,
+                    Grad const& grad, std::int64_t padding_idx) {
+  std::int64_t const v = grad.extent(0);
+  std::int64_t const d = grad.extent(1);
+  std::int64_t const tiles = (d + fold_tile - 1) / fold_tile;
+  bool const has_carry = carry.data() != nullptr;
+  auto const offsets = index.offsets;
+  auto const positions = index.positions;
+  Kokkos::parallel_for(
+      "kembed::backward_fold", Range<ExecutionSpace>(space, 0, v * tiles), KOKKOS_LAMBDA(std::int64_t i) {
+        std::int64_t const r = i / tiles;
+        std::int64_t const c0 = (i % tiles) * fold_tile;
+        std::int64_t const n = d - c0 < fold_tile ? d - c0 : fold_tile;
+        if (r == padding_idx) {
+          for (std::int64_t k = 0; k < n; ++k) grad(r, c0 + k) = 0.0f;
+          return;
+        }
+        float acc[fold_tile];
+        for (std::int64_t k = 0; k < n; ++k) acc[k] = has_carry ? carry(r, c0 + k) : 0.0f;
+        std::int64_t const end = offsets(r + 1);
+        for (std::int64_t j = offsets(r); j < end; ++j) {
+          std::int64_t const p = positions(j);
+          for (std::int64_t k = 0; k < n; ++k) acc[k] = acc[k] + dy(p, c0 + k);
+        }
+        for (std::int64_t k = 0; k < n; ++k) grad(r, c0 + k) = acc[k];
+      });
+}
+
+// Mode `deterministic`: base + the pairwise tree of reference::pairwise_sum, built
+// by a binary counter: after the k-th term, merge the top two partial sums as many
+// times as k has trailing zero bits (older + newer); at the end fold the stack from
+// the newest down (older + rest). Both give the same tree, term for term.
+template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad>
+void fold_pairwise(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry,
+                   Grad const& grad, std::int64_t padding_idx) {
+  std::int64_t const v = grad.extent(0);
+  std::int64_t const d = grad.extent(1);
+  std::int64_t const tiles = (d + pairwise_tile - 1) / pairwise_tile;
+  bool const has_carry = carry.data() != nullptr;
+  auto const offsets = index.offsets;
+  auto const positions = index.positions;
+  Kokkos::parallel_for(
+      "kembed::backward_fold_pairwise", Range<ExecutionSpace>(space, 0, v * tiles), KOKKOS_LAMBDA(std::int64_t i) {
+        std::int64_t const r = i / tiles;
+        std::int64_t const c0 = (i % tiles) * pairwise_tile;
+        std::int64_t const n = d - c0 < pairwise_tile ? d - c0 : pairwise_tile;
+        if (r == padding_idx) {
+          for (std::int64_t k = 0; k < n; ++k) grad(r, c0 + k) = 0.0f;
+          return;
+        }
+        std::int64_t const begin = offsets(r), end = offsets(r + 1);
+        float stack[64][pairwise_tile];
+        int top = -1;
+        for (std::int64_t j = begin; j < end; ++j) {
+          std::int64_t const p = positions(j);
+          ++top;
+          for (std::int64_t k = 0; k < n; ++k) stack[top][k] = dy(p, c0 + k);
+          for (std::int64_t count = j - begin + 1; (count & 1) == 0; count >>= 1) {
+            for (std::int64_t k = 0; k < n; ++k) stack[top - 1][k] = stack[top - 1][k] + stack[top][k];
+            --top;
+          }
+        }
+        for (std::int64_t k = 0; k < n; ++k) {
+          float const base = has_carry ? carry(r, c0 + k) : 0.0f;
+          if (top < 0) {
+            grad(r, c0 + k) = base;
+            continue;
+          }
+          float sum = stack[top][k];
+          for (int level = top - 1; level >= 0; --level) sum = stack[level][k] + sum;
+          grad(r, c0 + k) = base + sum;
+        }
+      });
+}
+
+}  // namespace kembed::detail

@@ -1,0 +1,314 @@
+#pragma once
+// kembed::Embedding: an embedding table as torch.nn.Embedding, whose backward gives
+// the same bits on every Kokkos backend, thread count and plan (../docs/DESIGN.md).
+//
+// The public functions validate, normalise and dispatch; the kernels are in
+// detail/. Operations take the execution space first and run on it; the view
+// overloads keep data in that space's memory, the host overloads copy in and out.
+#include <Kokkos_Core.hpp>
+
+#include <kembed/core/arrays.hpp>
+#include <kembed/core/error.hpp>
+#include <kembed/core/options.hpp>
+#include <kembed/core/validate.hpp>
+#include <kembed/detail/backward_fast.hpp>
+#include <kembed/detail/backward_scan.hpp>
+#include <kembed/detail/checks.hpp>
+#include <kembed/detail/fold.hpp>
+#include <kembed/detail/forward.hpp>
+#include <kembed/detail/row_index.hpp>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace kembed {
+
+// The host overloads' backward result: the (V, d) gradient and per-row counts.
+struct HostGradient {
+  Shape shape;                        // (num_embeddings, embedding_dim)
+  std::vector<float> values;          // row-major
+  std::vector<std::int64_t> counts;   // occurrences of each row among the ids
+};
+
+template <class ExecutionSpace = Kokkos::DefaultExecutionSpace>
+class Embedding {
+  static_assert(Kokkos::is_execution_space<ExecutionSpace>::value,
+                "kembed::Embedding<ExecutionSpace>: the argument must be a Kokkos execution space");
+
+ public:
+  using execution_space = ExecutionSpace;
+  using memory_space = typename ExecutionSpace::memory_space;
+  using matrix_type = Kokkos::View<float**, Kokkos::LayoutRight, memory_space>;
+  using const_matrix_type = Kokkos::View<float const**, Kokkos::LayoutRight, memory_space>;
+  using ids32_type = Kokkos::View<std::int32_t const*, memory_space>;
+  using ids64_type = Kokkos::View<std::int64_t const*, memory_space>;
+  using counts_type = Kokkos::View<std::int64_t*, memory_space>;
+
+  // torch.nn.Embedding(num_embeddings, embedding_dim, ..., _weight): the table is
+  // required (no random initialisation) and copied; later writes to the caller's
+  // buffer do not reach the layer.
+  Embedding(ExecutionSpace const& space, std::int64_t num_embeddings, std::int64_t embedding_dim,
+            FloatsRef const& weight, Options const& options = {})
+      : config_(make_config(num_embeddings, embedding_dim, options)), space_(space) {
+    weight_ = upload_table(weight);
+  }
+  Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim, FloatsRef const& weight,
+            Options const& options = {})
+      : Embedding(ExecutionSpace(), num_embeddings, embedding_dim, weight, options) {}
+
+  // torch.nn.Embedding.from_pretrained: the shape comes from the table.
+  static Embedding from_pretrained(ExecutionSpace const& space, FloatsRef const& weight, Options const& options = {}) {
+    if (weight.shape.rank() != 2) {
+      throw InvalidArgument("weight", "weight has shape " + weight.shape.str() +
+                                          "; from_pretrained wants a 2-D (num_embeddings, embedding_dim) table");
+    }
+    return Embedding(space, weight.shape[0], weight.shape[1], weight, options);
+  }
+  static Embedding from_pretrained(FloatsRef const& weight, Options const& options = {}) {
+    return from_pretrained(ExecutionSpace(), weight, options);
+  }
+  // From a table already in this space's memory; it is copied, as from the host.
+  static Embedding from_pretrained(ExecutionSpace const& space, const_matrix_type const& weight,
+                                   Options const& options = {}) {
+    Embedding layer(space, make_config(weight.extent(0), weight.extent(1), options));
+    layer.weight_ = layer.copy_table(weight);
+    return layer;
+  }
+
+  // Reassigns the table (same shape). On any error the old table stays.
+  void set_weight(FloatsRef const& weight) { weight_ = upload_table(weight); }
+  void set_weight(ExecutionSpace const& space, const_matrix_type const& weight) {
+    check_table_shape("weight", Shape{std::int64_t(weight.extent(0)), std::int64_t(weight.extent(1))},
+                      config_.num_embeddings, config_.embedding_dim);
+    space_ = space;
+    weight_ = copy_table(weight);
+  }
+
+  std::int64_t num_embeddings() const noexcept { return config_.num_embeddings; }
+  std::int64_t embedding_dim() const noexcept { return config_.embedding_dim; }
+  // The padding row, normalised to [0, V), or -1 when there is none.
+  std::int64_t padding_idx() const noexcept { return config_.padding_idx; }
+  Plan plan() const noexcept { return config_.plan; }
+  Mode mode() const noexcept { return config_.mode; }
+  Config const& config() const noexcept { return config_; }
+  // The layer's own table, in the execution space's memory. Read-only.
+  const_matrix_type weight() const noexcept { return weight_; }
+  std::vector<float> weight_host() const {
+    std::vector<float> out(static_cast<std::size_t>(config_.num_embeddings * config_.embedding_dim));
+    Kokkos::deep_copy(host_matrix(out.data(), config_.num_embeddings, config_.embedding_dim), weight_);
+    return out;
+  }
+  // The plan that runs for T positions (`auto` resolved).
+  Plan plan_for(std::int64_t positions) const noexcept {
+    if (config_.plan == Plan::automatic && !host_memory) return Plan::sort;  // scan is a host plan
+    return resolve_plan(config_.plan, config_.num_embeddings, positions);
+  }
+
+  // ---- forward: y[p, :] = weight[ids[p], :] ----------------------------------
+  std::vector<float> forward(IdsRef const& ids) const {
+    auto const t = check_ids_shape(ids.shape());
+    std::vector<float> y(static_cast<std::size_t>(checked_mul(t, config_.embedding_dim, "y")));
+    with_device_ids(ids, [&](auto const& device_ids) {
+      matrix_type out(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::y"), t, config_.embedding_dim);
+      forward(space_, device_ids, out);
+      Kokkos::deep_copy(space_, host_matrix(y.data(), t, config_.embedding_dim), out);
+      space_.fence();
+    });
+    return y;
+  }
+  void forward(ExecutionSpace const& space, ids32_type const& ids, matrix_type const& y) const {
+    forward_impl(space, ids, y);
+  }
+  void forward(ExecutionSpace const& space, ids64_type const& ids, matrix_type const& y) const {
+    forward_impl(space, ids, y);
+  }
+
+  // ---- backward: the dense (V, d) gradient -----------------------------------
+  // `carry` (optional, shape (V, d)) is the gradient to continue from; it is not
+  // modified. Counts include the padding row's occurrences.
+  HostGradient backward(IdsRef const& ids, FloatsRef const& dy, FloatsRef const& carry = FloatsRef{}) const {
+    auto const t = check_dy_shape(ids.shape(), dy.shape, config_.embedding_dim);
+    if (!dy.data) throw InvalidArgument("dy", "dy has no data (a null pointer)");
+    auto const v = config_.num_embeddings, d = config_.embedding_dim;
+    bool const has_carry = carry.data != nullptr;
+    if (has_carry) check_table_shape("carry", carry.shape, v, d);
+    else if (carry.shape.rank() != 0) throw InvalidArgument("carry", "carry has shape " + carry.shape.str() + " but no data (a null pointer)");
+
+    HostGradient out{Shape{v, d}, std::vector<float>(static_cast<std::size_t>(v * d)),
+                     std::vector<std::int64_t>(static_cast<std::size_t>(v))};
+    auto const dy_d = Kokkos::create_mirror_view_and_copy(memory_space(), host_const_matrix(dy.data, t, d));
+    const_matrix_type carry_d;
+    if (has_carry) carry_d = Kokkos::create_mirror_view_and_copy(memory_space(), host_const_matrix(carry.data, v, d));
+    matrix_type grad(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::gradient"), v, d);
+    counts_type counts(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::counts"), v);
+    with_device_ids(ids, [&](auto const& device_ids) {
+      backward(space_, device_ids, dy_d, grad, carry_d, counts);
+      Kokkos::deep_copy(space_, host_matrix(out.values.data(), v, d), grad);
+      Kokkos::deep_copy(space_, Kokkos::View<std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(out.counts.data(), v), counts);
+      space_.fence();
+    });
+    return out;
+  }
+
+  // View overloads. `grad` receives the result; it may be the same view as
+  // `carry` to continue in place. Empty `carry` / `counts` views mean none.
+  void backward(ExecutionSpace const& space, ids32_type const& ids, const_matrix_type const& dy,
+                matrix_type const& grad, const_matrix_type const& carry = {}, counts_type const& counts = {}) const {
+    backward_impl(space, ids, dy, grad, carry, counts);
+  }
+  void backward(ExecutionSpace const& space, ids64_type const& ids, const_matrix_type const& dy,
+                matrix_type const& grad, const_matrix_type const& carry = {}, counts_type const& counts = {}) const {
+    backward_impl(space, ids, dy, grad, carry, counts);
+  }
+
+  // Occurrences of each row among the ids, without a gradient.
+  std::vector<std::int64_t> counts(IdsRef const& ids) const {
+    check_ids_shape(ids.shape());
+    std::vector<std::int64_t> out(static_cast<std::size_t>(config_.num_embeddings));
+    with_device_ids(ids, [&](auto const& device_ids) {
+      counts_type c(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::counts"), config_.num_embeddings);
+      counts_impl(space_, device_ids, c);
+      Kokkos::deep_copy(space_, Kokkos::View<std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(out.data(), out.size()), c);
+      space_.fence();
+    });
+    return out;
+  }
+
+ private:
+  static constexpr bool host_memory = std::is_same<memory_space, Kokkos::HostSpace>::value;
+  using host_matrix_type = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  using host_const_matrix_type =
+      Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+
+  Embedding(ExecutionSpace const& space, Config const& config) : config_(config), space_(space) {}
+
+  static host_matrix_type host_matrix(float* data, std::int64_t rows, std::int64_t cols) {
+    return host_matrix_type(data, rows, cols);
+  }
+  static host_const_matrix_type host_const_matrix(float const* data, std::int64_t rows, std::int64_t cols) {
+    return host_const_matrix_type(data, rows, cols);
+  }
+
+  // Validates a host table and copies it into a new view (the old one untouched).
+  matrix_type upload_table(FloatsRef const& weight) const {
+    if (!weight.data) {
+      throw InvalidArgument("weight", "weight is required: there is no random initialisation in the contract; "
+                                      "pass the table, or use Embedding::from_pretrained");
+    }
+    check_table_shape("weight", weight.shape, config_.num_embeddings, config_.embedding_dim);
+    auto const n = config_.num_embeddings * config_.embedding_dim;
+    auto const bad = first_non_finite(weight.data, n);
+    if (bad < n) throw_non_finite("weight", bad, weight.data[bad], config_.embedding_dim, "row");
+    matrix_type table(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::weight"),
+                      config_.num_embeddings, config_.embedding_dim);
+    Kokkos::deep_copy(space_, table, host_const_matrix(weight.data, config_.num_embeddings, config_.embedding_dim));
+    space_.fence();
+    return table;
+  }
+
+  matrix_type copy_table(const_matrix_type const& weight) const {
+    detail::check_finite(space_, weight, "weight", "row");
+    matrix_type table(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::weight"),
+                      config_.num_embeddings, config_.embedding_dim);
+    Kokkos::deep_copy(space_, table, weight);
+    space_.fence();
+    return table;
+  }
+
+  // Runs f on the ids as a view in this space's memory, in their own integer type
+  // (no copy when the memory is the host's).
+  template <class F>
+  void with_device_ids(IdsRef const& ids, F&& f) const {
+    auto const t = ids.size();
+    if (ids.data() == nullptr) throw InvalidArgument("ids", "ids has no data (a null pointer)");
+    if (ids.type() == IdType::int32) {
+      Kokkos::View<std::int32_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> h(
+          static_cast<std::int32_t const*>(ids.data()), t);
+      ids32_type d = Kokkos::create_mirror_view_and_copy(memory_space(), h);
+      f(d);
+    } else {
+      Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> h(
+          static_cast<std::int64_t const*>(ids.data()), t);
+      ids64_type d = Kokkos::create_mirror_view_and_copy(memory_space(), h);
+      f(d);
+    }
+  }
+
+  template <class IdView>
+  void forward_impl(ExecutionSpace const& space, IdView const& ids, matrix_type const& y) const {
+    check_ids_shape(Shape{std::int64_t(ids.extent(0))});
+    check_matrix("y", y, ids.extent(0), config_.embedding_dim, "ids.size(), embedding_dim");
+    detail::check_ids(space, ids, config_.num_embeddings);
+    detail::ScopedRegion region("kembed::forward");
+    detail::forward(space, ids, weight_, y);
+  }
+
+  template <class IdView>
+  void backward_impl(ExecutionSpace const& space, IdView const& ids, const_matrix_type const& dy,
+                     matrix_type const& grad, const_matrix_type const& carry, counts_type const& counts) const {
+    auto const v = config_.num_embeddings, d = config_.embedding_dim;
+    std::int64_t const t = ids.extent(0);
+    // Every check runs before anything is written: bad input changes nothing.
+    check_ids_shape(Shape{t});
+    check_matrix("dy", dy, t, d, "ids.size(), embedding_dim");
+    check_matrix("grad", grad, v, d, "num_embeddings, embedding_dim");
+    bool const has_carry = carry.data() != nullptr;
+    if (has_carry) check_matrix("carry", carry, v, d, "num_embeddings, embedding_dim");
+    if (counts.data() != nullptr && std::int64_t(counts.extent(0)) != v) {
+      throw InvalidArgument("counts", "counts has " + std::to_string(counts.extent(0)) + " entries, want " +
+                                          std::to_string(v) + " (num_embeddings)");
+    }
+    detail::check_ids(space, ids, v);
+    detail::check_finite(space, dy, "dy", "position");
+    if (has_carry) detail::check_finite(space, carry, "carry", "row");
+
+    auto const pad = config_.padding_idx;
+    auto const concurrency = static_cast<std::int64_t>(space.concurrency());
+    if (config_.mode == Mode::fast) {
+      detail::ScopedRegion region("kembed::backward[fast]");
+      detail::backward_fast(space, ids, dy, carry, grad, counts, pad);
+      return;
+    }
+    auto const plan = config_.mode == Mode::identical ? plan_for(t) : Plan::sort;
+    if (plan == Plan::scan) {
+      detail::ScopedRegion region("kembed::backward[identical,scan]");
+      auto const blocks = concurrency < v ? concurrency : v;
+      detail::backward_scan(space, ids, dy, carry, grad, counts, pad, blocks < 1 ? 1 : blocks);
+      return;
+    }
+    detail::ScopedRegion region(config_.mode == Mode::identical ? "kembed::backward[identical,sort]"
+                                                                 : "kembed::backward[deterministic,sort]");
+    auto const index = detail::build_row_index(space, ids, v, detail::sort_chunks(concurrency, v, t));
+    if (config_.mode == Mode::identical) detail::fold_identical(space, index, dy, carry, grad, pad);
+    else detail::fold_pairwise(space, index, dy, carry, grad, pad);
+    if (counts.data() != nullptr) detail::counts_from_offsets(space, index.offsets, counts);
+  }
+
+  template <class IdView>
+  void counts_impl(ExecutionSpace const& space, IdView const& ids, counts_type const& counts) const {
+    detail::check_ids(space, ids, config_.num_embeddings);
+    detail::ScopedRegion region("kembed::counts");
+    auto const index = detail::build_row_index(
+        space, ids, config_.num_embeddings,
+        detail::sort_chunks(space.concurrency(), config_.num_embeddings, std::int64_t(ids.extent(0))));
+    detail::counts_from_offsets(space, index.offsets, counts);
+  }
+
+  template <class Matrix>
+  static void check_matrix(char const* argument, Matrix const& m, std::int64_t rows, std::int64_t cols,
+                           char const* meaning) {
+    if (std::int64_t(m.extent(0)) != rows || std::int64_t(m.extent(1)) != cols) {
+      throw InvalidArgument(argument, std::string(argument) + " has shape " +
+                                          Shape{std::int64_t(m.extent(0)), std::int64_t(m.extent(1))}.str() +
+                                          ", want " + Shape{rows, cols}.str() + " (" + meaning + ")");
+    }
+  }
+
+  Config config_;
+  ExecutionSpace space_;
+  matrix_type weight_;
+};
+
+}  // namespace kembed
