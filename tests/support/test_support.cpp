@@ -1,0 +1,122 @@
+#include "test_support.hpp"
+
+#include <kembed/core/synthetic.hpp>
+
+#include <cmath>
+#include <iomanip>
+#include <limits>
+#include <sstream>
+
+namespace kembed::test {
+
+::testing::AssertionResult same_bits(std::vector<float> const& got, std::vector<float> const& want) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << "sizes differ: got " << got.size() << ", want " << want.size();
+  if (std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0) return ::testing::AssertionSuccess();
+  std::size_t first = got.size(), differing = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (bits_of(got[i]) != bits_of(want[i])) {
+      if (first == got.size()) first = i;
+      ++differing;
+    }
+  }
+  std::ostringstream msg;
+  msg << differing << " of " << got.size() << " floats differ; first at index " << first << ": got 0x" << std::hex
+      << std::setw(8) << std::setfill('0') << bits_of(got[first]) << " (" << std::defaultfloat
+      << std::setprecision(9) << got[first] << "), want 0x" << std::hex << std::setw(8) << bits_of(want[first])
+      << " (" << std::defaultfloat << want[first] << ")";
+  return ::testing::AssertionFailure() << msg.str();
+}
+
+::testing::AssertionResult same_values(std::vector<std::int64_t> const& got, std::vector<std::int64_t> const& want) {
+  if (got == want) return ::testing::AssertionSuccess();
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << "sizes differ: got " << got.size() << ", want " << want.size();
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (got[i] != want[i])
+      return ::testing::AssertionFailure() << "first difference at " << i << ": got " << got[i] << ", want " << want[i];
+  return ::testing::AssertionFailure();
+}
+
+IdsHolder::IdsHolder(Batch const& b) {
+  if (b.as_int32) i32.assign(b.ids.begin(), b.ids.end());
+  else i64 = &b.ids;
+}
+
+IdsRef IdsHolder::ref() const {
+  if (i64) return IdsRef(i64->data(), Shape{static_cast<std::int64_t>(i64->size())});
+  return IdsRef(i32.data(), Shape{static_cast<std::int64_t>(i32.size())});
+}
+
+std::vector<float> table_for(std::int64_t rows, std::int64_t dim, std::uint64_t seed) {
+  return synthetic::uniform_floats(rows * dim, seed);
+}
+
+namespace {
+
+Batch make(std::string name, std::int64_t v, std::int64_t d, std::vector<std::int64_t> ids, std::uint64_t seed) {
+  Batch b;
+  b.name = std::move(name);
+  b.rows = v;
+  b.dim = d;
+  b.ids = std::move(ids);
+  b.dy = synthetic::uniform_floats(b.positions() * d, seed);
+  return b;
+}
+
+}  // namespace
+
+std::vector<Batch> catalogue() {
+  using synthetic::uniform_ids;
+  using synthetic::zipf_ids;
+  std::vector<Batch> out;
+
+  out.push_back(make("uniform", 1000, 16, uniform_ids(1000, 20000, 1), 101));
+  out.push_back(make("zipf_s1_1", 5000, 32, zipf_ids(5000, 50000, 1.1, 2), 102));
+  {
+    auto b = make("zipf_int32_padding", 3000, 24, zipf_ids(3000, 40000, 1.1, 3), 103);
+    b.as_int32 = true;
+    b.padding_idx = 0;  // the hottest row is the padding row
+    out.push_back(std::move(b));
+  }
+  out.push_back(make("one_id_everywhere", 50, 8, std::vector<std::int64_t>(10000, 7), 104));
+  {
+    auto b = make("all_on_padding_row", 10, 4, std::vector<std::int64_t>(1000, 3), 105);
+    b.padding_idx = -7;  // counts from the end: row 3
+    out.push_back(std::move(b));
+  }
+  {
+    // Rows 1 and 2 receive only -0.0: torch (and the contract) give +0.0 there.
+    auto b = make("negative_zero_only_rows", 8, 5, uniform_ids(8, 400, 6), 106);
+    for (std::int64_t p = 0; p < b.positions(); ++p)
+      if (b.ids[p] == 1 || b.ids[p] == 2)
+        for (std::int64_t c = 0; c < b.dim; ++c) b.dy[p * b.dim + c] = -0.0f;
+    out.push_back(std::move(b));
+  }
+  {
+    // Subnormal terms: flush-to-zero would erase them, and their sums stay exact.
+    auto b = make("subnormal_dy", 16, 7, uniform_ids(16, 2000, 7), 107);
+    synthetic::Rng rng(8);
+    for (auto& x : b.dy) x = from_bits(static_cast<std::uint32_t>(rng.next() & 0x807fffffu));
+    out.push_back(std::move(b));
+  }
+  {
+    // Terms near FLT_MAX of mixed sign: the ascending sum overflows to infinity
+    // part-way, and the order decides which rows end at +inf, -inf or finite.
+    auto b = make("overflow_to_inf", 4, 3, uniform_ids(4, 64, 9), 108);
+    for (auto& x : b.dy) x = (x < -0.25f ? -3.0e38f : 3.0e38f) + x * 1.0e37f;
+    out.push_back(std::move(b));
+  }
+  out.push_back(make("v_equals_1", 1, 9, std::vector<std::int64_t>(500, 0), 109));
+  out.push_back(make("d_equals_1", 100, 1, uniform_ids(100, 3000, 10), 110));
+  out.push_back(make("d_3", 200, 3, zipf_ids(200, 5000, 1.1, 11), 111));
+  out.push_back(make("d_17", 200, 17, zipf_ids(200, 5000, 1.1, 12), 112));
+  out.push_back(make("d_130", 200, 130, zipf_ids(200, 5000, 1.1, 13), 113));
+  out.push_back(make("t_much_larger_than_v", 3, 8, uniform_ids(3, 100000, 14), 114));
+  out.push_back(make("v_much_larger_than_t", 200000, 4, uniform_ids(200000, 50, 15), 115));
+  // V * T = 2^26: `auto` takes the sort plan here.
+  out.push_back(make("auto_picks_sort", 4096, 4, zipf_ids(4096, 16384, 1.1, 16), 116));
+  return out;
+}
+
+}  // namespace kembed::test

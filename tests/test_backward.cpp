@@ -1,0 +1,260 @@
+// The backward against the oracle, bit for bit, on every input of the catalogue,
+// with every plan and mode, on the backend this binary is built for.
+#include "support/test_support.hpp"
+
+#include <kembed/core/reference.hpp>
+#include <kembed/core/synthetic.hpp>
+#include <kembed/embedding.hpp>
+
+#include <cmath>
+
+namespace kembed {
+namespace {
+
+using Layer = Embedding<TEST_EXECSPACE>;
+using test::Batch;
+using test::IdsHolder;
+using test::same_bits;
+using test::same_values;
+
+}  // namespace
+// Short names in test listings.
+inline void PrintTo(Plan plan, std::ostream* os) { *os << to_string(plan); }
+namespace {
+
+constexpr Plan all_plans[] = {Plan::scan, Plan::sort, Plan::automatic};
+
+class Catalogue : public ::testing::TestWithParam<Batch> {};
+
+Layer layer_for(Batch const& b, Plan plan, Mode mode, std::vector<float> const& table) {
+  return Layer(b.rows, b.dim, FloatsRef(table.data(), Shape{b.rows, b.dim}), b.options(plan, mode));
+}
+
+TEST_P(Catalogue, IdenticalEveryPlanEqualsTheOracle) {
+  auto const& b = GetParam();
+  IdsHolder ids(b);
+  auto const table = test::table_for(b.rows, b.dim);
+  auto const want = reference::backward_identical(b.config(), ids.ref(), b.dy.data(), nullptr);
+  auto const want_counts = reference::counts(b.rows, ids.ref());
+  for (auto plan : all_plans) {
+    SCOPED_TRACE(std::string("plan ") + std::string(to_string(plan)));
+    auto const got = layer_for(b, plan, Mode::identical, table).backward(ids.ref(), FloatsRef(b.dy.data(), b.dy_shape()));
+    EXPECT_TRUE(same_bits(got.values, want));
+    EXPECT_TRUE(same_values(got.counts, want_counts));
+  }
+}
+
+TEST_P(Catalogue, DeterministicEveryPlanEqualsThePairwiseOracle) {
+  auto const& b = GetParam();
+  IdsHolder ids(b);
+  auto const table = test::table_for(b.rows, b.dim);
+  auto const want = reference::backward_deterministic(b.config(), ids.ref(), b.dy.data(), nullptr);
+  for (auto plan : all_plans) {
+    SCOPED_TRACE(std::string("plan ") + std::string(to_string(plan)));
+    auto const got =
+        layer_for(b, plan, Mode::deterministic, table).backward(ids.ref(), FloatsRef(b.dy.data(), b.dy_shape()));
+    EXPECT_TRUE(same_bits(got.values, want));
+  }
+}
+
+// The suite's only tolerance. Any order of n additions lies within
+// n * 2^-24 * sum|terms| of the exact sum, and so within twice that of the
+// ascending fold. On Serial the atomic adds run in ascending order: bit-equal.
+TEST_P(Catalogue, FastIsWithinTheSummationBoundAndExactOnSerial) {
+  auto const& b = GetParam();
+  IdsHolder ids(b);
+  auto const table = test::table_for(b.rows, b.dim);
+  auto const want = reference::backward_identical(b.config(), ids.ref(), b.dy.data(), nullptr);
+  auto const got = layer_for(b, Plan::automatic, Mode::fast, table).backward(ids.ref(), FloatsRef(b.dy.data(), b.dy_shape()));
+  EXPECT_TRUE(same_values(got.counts, reference::counts(b.rows, ids.ref())));
+  if (std::is_same<TEST_EXECSPACE, Kokkos::DefaultHostExecutionSpace>::value &&
+      TEST_EXECSPACE().concurrency() == 1) {
+    EXPECT_TRUE(same_bits(got.values, want));
+  }
+  std::vector<double> magnitude(want.size(), 0.0);
+  std::vector<std::int64_t> terms(want.size(), 0);
+  for (std::int64_t p = 0; p < b.positions(); ++p)
+    for (std::int64_t c = 0; c < b.dim; ++c) {
+      magnitude[b.ids[p] * b.dim + c] += std::fabs(double(b.dy[p * b.dim + c]));
+      terms[b.ids[p] * b.dim + c] += 1;
+    }
+  std::size_t checked = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (!std::isfinite(want[i])) continue;  // overflow depends on the order: only finite sums have a bound
+    double const bound = 2.0 * double(terms[i]) * 0x1p-24 * magnitude[i];
+    ASSERT_LE(std::fabs(double(got.values[i]) - double(want[i])), bound) << "element " << i;
+    ++checked;
+  }
+  // Only the overflow case may have no finite sum to bound.
+  if (b.name != "overflow_to_inf") EXPECT_GT(checked, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Inputs, Catalogue, ::testing::ValuesIn(test::catalogue()),
+                         [](::testing::TestParamInfo<Batch> const& info) { return info.param.name; });
+
+TEST(Backward, NegativeZeroRowsArePositiveZero) {
+  for (auto const& b : test::catalogue()) {
+    if (b.name != "negative_zero_only_rows") continue;
+    IdsHolder ids(b);
+    auto const table = test::table_for(b.rows, b.dim);
+    for (auto plan : all_plans) {
+      auto const g = layer_for(b, plan, Mode::identical, table).backward(ids.ref(), FloatsRef(b.dy.data(), b.dy_shape()));
+      for (std::int64_t c = 0; c < b.dim; ++c) {
+        EXPECT_EQ(test::bits_of(g.values[1 * b.dim + c]), 0u);
+        EXPECT_EQ(test::bits_of(g.values[2 * b.dim + c]), 0u);
+      }
+      EXPECT_GT(g.counts[1] + g.counts[2], 0);
+    }
+    return;
+  }
+  FAIL() << "the catalogue lost its negative-zero case";
+}
+
+TEST(Backward, OverflowReachesInfinityAsTheOrderSays) {
+  for (auto const& b : test::catalogue()) {
+    if (b.name != "overflow_to_inf") continue;
+    IdsHolder ids(b);
+    auto const want = reference::backward_identical(b.config(), ids.ref(), b.dy.data(), nullptr);
+    std::size_t infinities = 0;
+    for (float x : want) infinities += std::isinf(x) ? 1 : 0;
+    EXPECT_GT(infinities, 0u) << "the case should overflow somewhere";
+    return;
+  }
+  FAIL() << "the catalogue lost its overflow case";
+}
+
+// Microbatches: split positions into consecutive chunks, carry the gradient.
+class Carry : public ::testing::TestWithParam<Plan> {
+ protected:
+  Batch batch() const {
+    Batch b;
+    b.name = "carry";
+    b.rows = 300;
+    b.dim = 6;
+    b.ids = synthetic::zipf_ids(b.rows, 3000, 1.1, 21);
+    b.dy = synthetic::uniform_floats(b.positions() * b.dim, 22);
+    b.padding_idx = 5;
+    return b;
+  }
+  // Runs the batch in chunks ending at `cuts` (ascending, last = T).
+  std::vector<float> chunked(Batch const& b, std::vector<std::int64_t> const& cuts, Mode mode = Mode::identical) const {
+    auto const table = test::table_for(b.rows, b.dim);
+    auto const layer = layer_for(b, GetParam(), mode, table);
+    std::vector<float> grad;
+    std::int64_t begin = 0;
+    for (auto end : cuts) {
+      std::vector<std::int64_t> ids(b.ids.begin() + begin, b.ids.begin() + end);
+      FloatsRef dy(b.dy.data() + begin * b.dim, Shape{end - begin, b.dim});
+      grad = grad.empty() ? layer.backward(IdsRef(ids), dy).values
+                          : layer.backward(IdsRef(ids), dy, FloatsRef(grad.data(), Shape{b.rows, b.dim})).values;
+      begin = end;
+    }
+    return grad;
+  }
+};
+
+TEST_P(Carry, RandomSplitPointsReproduceTheUnsplitGradient) {
+  auto const b = batch();
+  auto const want = reference::backward_identical(b.config(), IdsRef(b.ids), b.dy.data(), nullptr);
+  for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+    synthetic::Rng rng(seed);
+    std::vector<std::int64_t> cuts;
+    for (std::int64_t p = 1; p < b.positions(); ++p)
+      if (rng.below(200) == 0) cuts.push_back(p);
+    cuts.push_back(b.positions());
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", " + std::to_string(cuts.size()) + " chunks");
+    EXPECT_TRUE(same_bits(chunked(b, cuts), want));
+  }
+}
+
+TEST_P(Carry, ManyChunksAndChunksOfOnePosition) {
+  auto b = batch();
+  auto const want = reference::backward_identical(b.config(), IdsRef(b.ids), b.dy.data(), nullptr);
+  std::vector<std::int64_t> hundred, ones;
+  for (std::int64_t k = 1; k <= 100; ++k) hundred.push_back(k * b.positions() / 100);
+  EXPECT_TRUE(same_bits(chunked(b, hundred), want));
+  b.ids.resize(400);
+  b.dy.resize(400 * b.dim);
+  auto const want_short = reference::backward_identical(b.config(), IdsRef(b.ids), b.dy.data(), nullptr);
+  for (std::int64_t p = 1; p <= b.positions(); ++p) ones.push_back(p);
+  EXPECT_TRUE(same_bits(chunked(b, ones), want_short));
+}
+
+TEST_P(Carry, TheCarryIsNotModifiedAndSeedsTheSum) {
+  auto const b = batch();
+  auto const table = test::table_for(b.rows, b.dim);
+  auto carry = synthetic::uniform_floats(b.rows * b.dim, 23);
+  // A row with no occurrences keeps its carry, sign of zero included.
+  auto const n = reference::counts(b.rows, IdsRef(b.ids));
+  std::int64_t idle = 0;
+  while (idle < b.rows && n[idle] != 0) ++idle;
+  ASSERT_LT(idle, b.rows) << "the batch should leave some row untouched";
+  carry[idle * b.dim] = -0.0f;
+  auto const carry_before = carry;
+  auto const layer = layer_for(b, GetParam(), Mode::identical, table);
+  auto const got = layer.backward(IdsRef(b.ids), FloatsRef(b.dy.data(), b.dy_shape()), FloatsRef(carry.data(), Shape{b.rows, b.dim}));
+  EXPECT_TRUE(same_bits(carry, carry_before));
+  auto const want = reference::backward_identical(b.config(), IdsRef(b.ids), b.dy.data(), carry.data());
+  EXPECT_TRUE(same_bits(got.values, want));
+  for (std::int64_t c = 0; c < b.dim; ++c) EXPECT_EQ(test::bits_of(got.values[5 * b.dim + c]), 0u) << "padding row";
+  EXPECT_EQ(test::bits_of(got.values[idle * b.dim]), 0x80000000u);
+}
+
+TEST_P(Carry, InPlaceOnDeviceViews) {
+  // grad and carry the same view: the batch job's way of streaming microbatches.
+  auto const b = batch();
+  auto const table = test::table_for(b.rows, b.dim);
+  auto const layer = layer_for(b, GetParam(), Mode::identical, table);
+  auto const want = reference::backward_identical(b.config(), IdsRef(b.ids), b.dy.data(), nullptr);
+  Layer::matrix_type grad("grad", b.rows, b.dim);
+  auto ids_h = Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(b.ids.data(), b.ids.size());
+  auto dy_h = Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(b.dy.data(), b.positions(), b.dim);
+  auto ids_d = Kokkos::create_mirror_view_and_copy(Layer::memory_space(), ids_h);
+  auto dy_d = Kokkos::create_mirror_view_and_copy(Layer::memory_space(), dy_h);
+  TEST_EXECSPACE space;
+  std::int64_t const cuts[] = {0, 1, 700, 701, 2999, b.positions()};
+  for (int k = 0; k + 1 < 6; ++k) {
+    auto const range = std::make_pair(cuts[k], cuts[k + 1]);
+    Layer::ids64_type ids_chunk = Kokkos::subview(ids_d, range);
+    Layer::const_matrix_type dy_chunk = Kokkos::subview(dy_d, range, Kokkos::ALL);
+    if (k == 0) layer.backward(space, ids_chunk, dy_chunk, grad);
+    else layer.backward(space, ids_chunk, dy_chunk, grad, grad);
+  }
+  std::vector<float> got(want.size());
+  Kokkos::deep_copy(Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(got.data(), b.rows, b.dim), grad);
+  EXPECT_TRUE(same_bits(got, want));
+}
+
+INSTANTIATE_TEST_SUITE_P(Plans, Carry, ::testing::ValuesIn(all_plans),
+                         [](::testing::TestParamInfo<Plan> const& info) {
+                           return std::string(info.param == Plan::automatic ? "auto" : to_string(info.param));
+                         });
+
+// The fp trap: sums whose bits change under any reassociation or flush-to-zero.
+// Row 0: 1 followed by 2^-24 terms (the ascending fold keeps 1.0; a reassociated
+// one does not). Row 1: subnormals only (flushed, they would vanish).
+TEST(FloatingPointTrap, OrderSensitiveSumsKeepTheirBits) {
+  std::int64_t const d = 3, t = 9;
+  std::vector<std::int64_t> ids{0, 0, 0, 0, 0, 1, 1, 0, 0};
+  std::vector<float> dy(t * d);
+  for (std::int64_t p = 0; p < t; ++p)
+    for (std::int64_t c = 0; c < d; ++c) dy[p * d + c] = ids[p] == 1 ? test::from_bits(1u + c) : (p == 0 ? 1.0f : 0x1p-24f);
+  auto const table = test::table_for(2, d);
+  for (auto plan : all_plans) {
+    Layer layer(2, d, FloatsRef(table.data(), Shape{2, d}), [&] { Options o; o.plan = plan; return o; }());
+    auto const g = layer.backward(IdsRef(ids), FloatsRef(dy.data(), Shape{t, d}));
+    for (std::int64_t c = 0; c < d; ++c) {
+      EXPECT_EQ(test::bits_of(g.values[c]), test::bits_of(1.0f)) << "plan " << to_string(plan) << ": reassociated";
+      EXPECT_EQ(test::bits_of(g.values[d + c]), 2u * (1u + c)) << "plan " << to_string(plan) << ": subnormals flushed";
+    }
+  }
+  // The deterministic tree over the same terms is not the ascending fold.
+  Options o;
+  o.mode = Mode::deterministic;
+  Layer tree(2, d, FloatsRef(table.data(), Shape{2, d}), o);
+  auto const g = tree.backward(IdsRef(ids), FloatsRef(dy.data(), Shape{t, d}));
+  EXPECT_NE(test::bits_of(g.values[0]), test::bits_of(1.0f));
+}
+
+}  // namespace
+}  // namespace kembed

@@ -1,0 +1,232 @@
+// The layer's surface: forward bits, ownership of the table, counts, every refusal
+// of the contract (each message checked, each leaving the layer and carry as they
+// were), and the thread count this run was asked for.
+#include "support/test_support.hpp"
+
+#include <kembed/core/reference.hpp>
+#include <kembed/core/synthetic.hpp>
+#include <kembed/embedding.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+
+namespace kembed {
+namespace {
+
+using Layer = Embedding<TEST_EXECSPACE>;
+using test::same_bits;
+
+TEST(Backend, RunsWithTheRequestedThreadCount) {
+  TEST_EXECSPACE space;
+  char const* want = std::getenv("KEMBED_TEST_THREADS");
+#ifdef KOKKOS_ENABLE_OPENMP
+  if (std::is_same<TEST_EXECSPACE, Kokkos::OpenMP>::value)
+    ASSERT_NE(want, nullptr) << "CTest sets KEMBED_TEST_THREADS for every OpenMP run";
+#endif
+  if (want) EXPECT_EQ(space.concurrency(), std::atoi(want)) << TEST_EXECSPACE::name();
+  else EXPECT_EQ(space.concurrency(), 1) << TEST_EXECSPACE::name() << " runs one thread";
+}
+
+TEST(Forward, GathersRowsBitForBitFromInt32AndInt64Ids) {
+  std::int64_t const v = 1000, d = 17;
+  auto table = test::table_for(v, d);
+  table[5 * d + 3] = -0.0f;
+  table[6 * d] = test::from_bits(1u);  // subnormal
+  Options o;
+  o.padding_idx = 5;  // the forward gathers the padding row like any other
+  Layer layer(v, d, FloatsRef(table.data(), Shape{v, d}), o);
+  auto ids64 = synthetic::zipf_ids(v, 4000, 1.1, 3);
+  ids64[0] = 5;
+  ids64[1] = 6;
+  std::vector<std::int32_t> ids32(ids64.begin(), ids64.end());
+  auto const want = reference::forward(table.data(), layer.config(), IdsRef(ids64));
+  EXPECT_TRUE(same_bits(layer.forward(IdsRef(ids64)), want));
+  EXPECT_TRUE(same_bits(layer.forward(IdsRef(ids32.data(), Shape{40, 100})), want));
+  EXPECT_EQ(test::bits_of(layer.forward(IdsRef(ids64))[3]), 0x80000000u);
+}
+
+TEST(Ownership, TheLayerKeepsItsOwnCopy) {
+  std::int64_t const v = 4, d = 3;
+  auto table = test::table_for(v, d);
+  auto const original = table;
+  Layer layer(v, d, FloatsRef(table.data(), Shape{v, d}));
+  table[0] = 1234.0f;  // the caller's buffer changes; the layer must not see it
+  EXPECT_TRUE(same_bits(layer.weight_host(), original));
+  std::vector<std::int64_t> ids{0};
+  EXPECT_EQ(test::bits_of(layer.forward(IdsRef(ids))[0]), test::bits_of(original[0]));
+  // Reassignment takes a new copy; copies of a layer share nothing mutable.
+  auto copy = layer;
+  copy.set_weight(FloatsRef(table.data(), Shape{v, d}));
+  EXPECT_TRUE(same_bits(copy.weight_host(), table));
+  EXPECT_TRUE(same_bits(layer.weight_host(), original));
+  // Backward never touches the table.
+  std::vector<float> dy(d, 1.0f);
+  layer.backward(IdsRef(ids), FloatsRef(dy.data(), Shape{1, d}));
+  EXPECT_TRUE(same_bits(layer.weight_host(), original));
+}
+
+TEST(Ownership, FromPretrainedViewCopiesTheView) {
+  std::int64_t const v = 5, d = 2;
+  Layer::matrix_type w("w", v, d);
+  Kokkos::deep_copy(w, 2.5f);
+  auto layer = Layer::from_pretrained(TEST_EXECSPACE(), w);
+  Kokkos::deep_copy(w, 7.0f);
+  EXPECT_TRUE(same_bits(layer.weight_host(), std::vector<float>(v * d, 2.5f)));
+  EXPECT_EQ(layer.num_embeddings(), v);
+  EXPECT_EQ(layer.embedding_dim(), d);
+}
+
+TEST(Counts, EqualTheOracleAndIncludeThePaddingRow) {
+  std::int64_t const v = 50;
+  auto ids = synthetic::zipf_ids(v, 5000, 1.1, 9);
+  auto table = test::table_for(v, 2);
+  Options o;
+  o.padding_idx = 0;
+  Layer layer(v, 2, FloatsRef(table.data(), Shape{v, 2}), o);
+  EXPECT_EQ(layer.counts(IdsRef(ids)), reference::counts(v, IdsRef(ids)));
+}
+
+// ---- refusals ---------------------------------------------------------------
+
+struct Refusal {
+  std::string name;
+  std::string argument;  // Error::argument()
+  std::string message;   // a substring the message must hold
+  std::function<void()> call;
+};
+
+class Refusals : public ::testing::Test {
+ protected:
+  static constexpr std::int64_t v = 6, d = 3, t = 4;
+  std::vector<float> table = test::table_for(v, d);
+  std::vector<float> table_before = table;
+  std::vector<std::int64_t> ids{0, 1, 2, 3};
+  std::vector<float> dy = test::table_for(t, d, 11);
+  std::vector<float> carry = test::table_for(v, d, 12);
+  std::vector<float> carry_before = carry;
+  Layer layer{v, d, FloatsRef(table.data(), Shape{v, d})};
+
+  FloatsRef dy_ref() { return FloatsRef(dy.data(), Shape{t, d}); }
+  FloatsRef carry_ref() { return FloatsRef(carry.data(), Shape{v, d}); }
+  static Options with(std::function<void(Options&)> f) {
+    Options o;
+    f(o);
+    return o;
+  }
+
+  void expect_refused(Refusal const& r) {
+    SCOPED_TRACE(r.name);
+    try {
+      r.call();
+      ADD_FAILURE() << r.name << ": no error";
+    } catch (Error const& e) {
+      EXPECT_EQ(e.argument(), r.argument) << e.what();
+      EXPECT_NE(std::string(e.what()).find(r.message), std::string::npos)
+          << "message: " << e.what() << "\nwant it to contain: " << r.message;
+      EXPECT_EQ(std::string(e.what()).rfind("kembed: ", 0), 0u) << e.what();
+    }
+    EXPECT_TRUE(same_bits(layer.weight_host(), table_before)) << r.name << " changed the table";
+    EXPECT_TRUE(same_bits(carry, carry_before)) << r.name << " changed the carry";
+  }
+};
+
+TEST_F(Refusals, EveryRefusalOfTheContract) {
+  auto const nan = std::numeric_limits<float>::quiet_NaN();
+  auto const inf = std::numeric_limits<float>::infinity();
+  std::vector<float> bad_table = table;
+  bad_table[2 * d + 1] = nan;
+  std::vector<float> bad_dy = dy;
+  bad_dy[1 * d + 2] = -inf;
+  std::vector<float> bad_carry = carry;
+  bad_carry[4 * d] = inf;
+  std::vector<std::int64_t> high{0, 6, 7, 1}, low{0, 1, -3, 9};
+  std::vector<std::int32_t> high32{0, 1, 2, 6};
+  std::vector<std::int64_t> none;
+
+  std::vector<Refusal> const rows{
+      {"id at V", "ids", "ids holds 6 at position 1, outside [0, 6)", [&] { layer.backward(IdsRef(high), dy_ref()); }},
+      {"negative id, first reported", "ids", "ids holds -3 at position 2", [&] { layer.backward(IdsRef(low), dy_ref()); }},
+      {"int32 id at V in forward", "ids", "ids holds 6 at position 3", [&] { layer.forward(IdsRef(high32)); }},
+      {"NaN in the table at construction", "weight", "weight holds NaN at row 2, column 1",
+       [&] { Layer(v, d, FloatsRef(bad_table.data(), Shape{v, d})); }},
+      {"NaN in the table at assignment", "weight", "weight holds NaN at row 2, column 1",
+       [&] { layer.set_weight(FloatsRef(bad_table.data(), Shape{v, d})); }},
+      {"inf in dy", "dy", "dy holds -inf at position 1, column 2",
+       [&] { layer.backward(IdsRef(ids), FloatsRef(bad_dy.data(), Shape{t, d}), carry_ref()); }},
+      {"inf in the carry", "carry", "carry holds +inf at row 4, column 0",
+       [&] { layer.backward(IdsRef(ids), dy_ref(), FloatsRef(bad_carry.data(), Shape{v, d})); }},
+      {"empty ids", "ids", "with no positions", [&] { layer.forward(IdsRef(none)); }},
+      {"empty ids and dy", "ids", "with no positions",
+       [&] { layer.backward(IdsRef(none), FloatsRef(dy.data(), Shape{0, d})); }},
+      {"dy of the wrong shape", "dy", "dy has shape (4, 2), want (4, 3)",
+       [&] { layer.backward(IdsRef(ids), FloatsRef(dy.data(), Shape{t, 2})); }},
+      {"dy without the trailing dimension", "dy", "dy has shape (12,), want (4, 3)",
+       [&] { layer.backward(IdsRef(ids), FloatsRef(dy.data(), Shape{t * d})); }},
+      {"ids 2-D, dy flat", "dy", "dy has shape (4, 3), want (2, 2, 3)",
+       [&] { layer.backward(IdsRef(ids.data(), Shape{2, 2}), dy_ref()); }},
+      {"carry of the wrong shape", "carry", "carry has shape (3, 6), want (6, 3)",
+       [&] { layer.backward(IdsRef(ids), dy_ref(), FloatsRef(carry.data(), Shape{d, v})); }},
+      {"table of the wrong shape", "weight", "weight has shape (3, 6), want (6, 3)",
+       [&] { Layer(v, d, FloatsRef(table.data(), Shape{d, v})); }},
+      {"table reassigned with another shape", "weight", "weight has shape (2, 3), want (6, 3)",
+       [&] { layer.set_weight(FloatsRef(table.data(), Shape{2, d})); }},
+      {"from_pretrained of a 1-D table", "weight", "from_pretrained wants a 2-D",
+       [&] { Layer::from_pretrained(FloatsRef(table.data(), Shape{v * d})); }},
+      {"V < 1", "num_embeddings", "num_embeddings must be at least 1, got 0",
+       [&] { Layer(0, d, FloatsRef(table.data(), Shape{0, d})); }},
+      {"d < 1", "embedding_dim", "embedding_dim must be at least 1, got -2",
+       [&] { Layer(v, -2, FloatsRef(table.data(), Shape{v, -2})); }},
+      {"padding_idx = V", "padding_idx", "padding_idx must be within [-6, 6), got 6",
+       [&] { Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) { o.padding_idx = 6; })); }},
+      {"padding_idx = -V - 1", "padding_idx", "got -7",
+       [&] { Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) { o.padding_idx = -7; })); }},
+      {"no table", "weight", "weight is required", [&] { Layer(v, d, FloatsRef(nullptr, Shape{v, d})); }},
+      {"max_norm", "max_norm", "max_norm is refused",
+       [&] { Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) { o.max_norm = 1.0; })); }},
+      {"norm_type", "norm_type", "norm_type must be 2.0",
+       [&] { Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) { o.norm_type = 1.0; })); }},
+      {"scale_grad_by_freq", "scale_grad_by_freq", "scale_grad_by_freq=true is refused",
+       [&] { Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) { o.scale_grad_by_freq = true; })); }},
+      {"sparse", "sparse", "sparse=true is refused",
+       [&] { Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) { o.sparse = true; })); }},
+      {"table too large for int64", "weight", "does not fit in a signed 64-bit integer",
+       [&] { Layer(std::int64_t{1} << 40, std::int64_t{1} << 40, FloatsRef(table.data(), Shape{v, d})); }},
+  };
+  for (auto const& r : rows) expect_refused(r);
+}
+
+TEST_F(Refusals, ViewOverloadsCheckEverythingBeforeWriting) {
+  TEST_EXECSPACE space;
+  Layer::matrix_type grad("grad", v, d);
+  Kokkos::deep_copy(grad, 3.0f);
+  auto grad_h = Kokkos::create_mirror_view(grad);
+  std::vector<std::int64_t> high{0, 1, 2, 6};
+  Kokkos::View<std::int64_t*, typename Layer::memory_space> ids_d("ids", t);
+  Kokkos::deep_copy(ids_d, Kokkos::View<std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(high.data(), t));
+  Layer::matrix_type dy_d("dy", t, d);
+  Layer::counts_type counts("counts", v);
+  auto const unchanged = [&] {
+    Kokkos::deep_copy(grad_h, grad);
+    for (std::size_t i = 0; i < grad_h.size(); ++i) ASSERT_EQ(grad_h.data()[i], 3.0f);
+  };
+  // In place (grad is the carry): a bad id must leave the carry as it was.
+  EXPECT_THROW(layer.backward(space, ids_d, dy_d, grad, grad, counts), IdOutOfRange);
+  unchanged();
+  Kokkos::deep_copy(ids_d, 0);
+  Kokkos::deep_copy(Kokkos::subview(dy_d, 2, 1), std::numeric_limits<float>::quiet_NaN());
+  EXPECT_THROW(layer.backward(space, ids_d, dy_d, grad, grad), NonFinite);
+  unchanged();
+  Kokkos::deep_copy(dy_d, 1.0f);
+  Layer::matrix_type wrong("wrong", v + 1, d);
+  EXPECT_THROW(layer.backward(space, ids_d, dy_d, wrong), InvalidArgument);
+  EXPECT_THROW(layer.backward(space, ids_d, dy_d, grad, wrong), InvalidArgument);
+  EXPECT_THROW(layer.backward(space, ids_d, dy_d, grad, grad, Layer::counts_type("short", v - 1)), InvalidArgument);
+  unchanged();
+  Layer::matrix_type y("y", t + 1, d);
+  EXPECT_THROW(layer.forward(space, ids_d, y), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace kembed
