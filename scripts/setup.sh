@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs what kembed needs on Debian 12 and builds it, both ways:
+#   build/serial  against Debian's Kokkos 3.4.1 (Serial backend)
+#   build/openmp  against Kokkos 3.4.1 with OpenMP, built from Debian's sources
+#                 into ~/.cache/kembed by scripts/build-kokkos-openmp.sh
+# Safe to re-run: installed packages, the cached Kokkos and the builds are reused.
+#
+#   scripts/setup.sh [serial|openmp|all]     (default: all)
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+variants=${1:-all}
+log() { echo "setup: $*" >&2; }
+
+packages=(cmake make g++ libtrilinos-kokkos-dev libgtest-dev dpkg-dev xz-utils)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    log "missing packages: ${missing[*]}; run as root: apt-get install -y ${missing[*]}"
+    exit 1
+  fi
+  log "installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+jobs=$(nproc)
+configure_and_build() {  # preset, extra cmake arguments...
+  local preset=$1
+  shift
+  log "configuring and building build/$preset"
+  cmake --preset "$preset" "$@" >"$here/build/$preset.configure.log" 2>&1 \
+    || { cat "$here/build/$preset.configure.log" >&2; exit 1; }
+  if ! cmake --build --preset "$preset" -j"$jobs" >"$here/build/$preset.build.log" 2>&1; then
+    tail -n 60 "$here/build/$preset.build.log" >&2
+    log "build/$preset failed; the whole log is build/$preset.build.log"
+    exit 1
+  fi
+}
+
+cd "$here"
+mkdir -p build
+if [[ $variants == all || $variants == serial ]]; then
+  configure_and_build serial
+fi
+if [[ $variants == all || $variants == openmp ]]; then
+  kokkos=$("$here/scripts/build-kokkos-openmp.sh")
+  configure_and_build openmp -DKokkos_ROOT="$kokkos"
+fi
