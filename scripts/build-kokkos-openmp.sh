@@ -36,7 +36,8 @@ SRC
   fi
   command -v dpkg-source >/dev/null || apt-get install -y -qq dpkg-dev >/dev/null
   log "downloading Debian's trilinos source package"
-  apt-get source --download-only trilinos >/dev/null
+  # root downloads straight into the cache; apt's _apt sandbox user cannot write there
+  apt-get -o APT::Sandbox::User=root source --download-only trilinos >/dev/null
 fi
 
 tarball=$(ls trilinos_*.orig.tar.* | head -n 1)
