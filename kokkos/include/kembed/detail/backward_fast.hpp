@@ -22,7 +22,7 @@ void backward_fast(ExecutionSpace const& space, IdView const& ids, Dy const& dy,
   Kokkos::parallel_for(
       "kembed::backward_fast", Range<ExecutionSpace>(space, 0, t), KOKKOS_LAMBDA(std::int64_t p) {
         auto const r = static_cast<std::int64_t>(ids(p));
-        if (has_counts) Kokkos::atomic_increment(&counts(r));
+        if (has_counts) Kokkos::atomic_add(&counts(r), std::int64_t{1});
         if (r == padding_idx) return;
         for (std::int64_t c = 0; c < d; ++c) Kokkos::atomic_add(&grad(r, c), dy(p, c));
       });
