@@ -3,6 +3,8 @@
 #   build/serial  against Debian's Kokkos 3.4.1 (Serial backend)
 #   build/openmp  against Kokkos 3.4.1 with OpenMP, built from Debian's sources
 #                 into ~/.cache/kembed by scripts/build-kokkos-openmp.sh
+# and a Python venv with h5py and numpy (from PyPI) in ~/.cache/kembed/venv for the
+# HDF5 interoperability test.
 # Safe to re-run: installed packages, the cached Kokkos and the builds are reused.
 #
 #   scripts/setup.sh [serial|openmp|all]     (default: all)
@@ -11,7 +13,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 variants=${1:-all}
 log() { echo "setup: $*" >&2; }
 
-packages=(cmake make g++ libtrilinos-kokkos-dev libgtest-dev dpkg-dev xz-utils)
+packages=(cmake make g++ libtrilinos-kokkos-dev libgtest-dev libhdf5-dev hdf5-tools dpkg-dev xz-utils)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -24,6 +26,19 @@ if ((${#missing[@]})); then
   log "installing ${missing[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+cache=${KEMBED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kembed}
+venv=$cache/venv
+if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c "import h5py, numpy" 2>/dev/null; then
+  log "making a Python venv with h5py and numpy in $venv"
+  rm -rf "$venv"
+  if ! python3 -m venv "$venv" 2>/dev/null; then
+    [[ $(id -u) -eq 0 ]] || { log "python3 -m venv failed; run as root: apt-get install -y python3-venv"; exit 1; }
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+    python3 -m venv "$venv"
+  fi
+  "$venv/bin/pip" install -q --disable-pip-version-check h5py numpy
 fi
 
 jobs=$(nproc)
@@ -43,9 +58,9 @@ configure_and_build() {  # preset, extra cmake arguments...
 cd "$here"
 mkdir -p build
 if [[ $variants == all || $variants == serial ]]; then
-  configure_and_build serial
+  configure_and_build serial -DKEMBED_PYTHON="$venv/bin/python"
 fi
 if [[ $variants == all || $variants == openmp ]]; then
   kokkos=$("$here/scripts/build-kokkos-openmp.sh")
-  configure_and_build openmp -DKokkos_ROOT="$kokkos"
+  configure_and_build openmp -DKokkos_ROOT="$kokkos" -DKEMBED_PYTHON="$venv/bin/python"
 fi

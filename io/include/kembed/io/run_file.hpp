@@ -1,0 +1,61 @@
+#pragma once
+// Run files: what a batch job produced (the gradient, per-row counts) and how
+// (inputs, backend, plan, timings, provenance), in HDF5 (docs/FORMAT.md, format tag
+// "kembed-run-1").
+#include <kembed/io/table_file.hpp>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kembed::io {
+
+inline constexpr char const* run_format = "kembed-run-1";
+
+struct InputIdentity {
+  std::string role;    // "table", "batch", ...
+  std::string path;    // as the run was given it
+  std::string sha256;  // of the file's bytes
+  std::int64_t bytes = 0;
+};
+
+struct RunFile {
+  std::string run_id;
+  std::string kembed_version;  // filled by write_run
+  std::string created;         // UTC, ISO 8601; filled by write_run when empty
+  std::string backend;         // "Serial", "OpenMP", ...
+  std::int64_t threads = 0;
+  std::string plan;            // as requested ("auto") ...
+  std::string plan_used;       // ... and as run ("scan")
+  std::string numeric_mode;
+  std::int64_t padding_idx = -1;
+  std::int64_t positions = 0;
+  std::int64_t microbatches = 0;
+  std::int64_t microbatch_size = 0;
+  std::vector<InputIdentity> inputs;
+  std::vector<std::pair<std::string, double>> timings;  // seconds
+  std::string command_line_json = "[]";
+  std::string configuration_json = "{}";
+  std::int64_t rows = 0, cols = 0;
+  std::vector<float> gradient;         // rows x cols
+  std::vector<std::int64_t> counts;    // rows
+  std::string gradient_sha256;         // of the gradient's little-endian bytes; set by write_run
+};
+
+// Crash-safe, as save_table. Computes and stores gradient_sha256.
+void write_run(std::string const& path, RunFile const& run, SaveOptions const& options = {});
+// Reads everything; refuses a gradient whose bytes no longer match its SHA-256.
+RunFile read_run(std::string const& path);
+// The stored SHA-256 of the gradient alone, without reading the gradient.
+std::string read_run_gradient_sha256(std::string const& path);
+
+// What kind of kembed file `path` is: "kembed-embedding-1", "kembed-run-1", or
+// the format tag found; throws FileError when it is not a readable kembed file.
+std::string file_format(std::string const& path);
+
+// JSON string escaping, for the provenance datasets.
+std::string json_quote(std::string const& text);
+std::string json_array(std::vector<std::string> const& items);
+
+}  // namespace kembed::io

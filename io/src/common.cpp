@@ -1,0 +1,201 @@
+#include "common.hpp"
+
+#include <kembed/core/shape.hpp>
+#include <kembed/core/validate.hpp>
+#include <kembed/io/error.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <stdexcept>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace kembed::io::detail {
+
+h5::Handle open_for_reading(std::string const& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw FileError(path, "", std::string("cannot be opened: ") + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) throw FileError(path, "", "is a folder, not an HDF5 file");
+  if (::access(path.c_str(), R_OK) != 0) throw FileError(path, "", std::string("cannot be read: ") + std::strerror(errno));
+  htri_t const is_hdf5 = H5Fis_hdf5(path.c_str());
+  if (is_hdf5 <= 0) {
+    h5::error_text();  // clear the stack
+    throw FileError(path, "", "is not an HDF5 file (no HDF5 signature)");
+  }
+  h5::Handle file = h5::file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (!file.valid()) {
+    throw FileError(path, "", "is an HDF5 file but cannot be opened; it is truncated or damaged (HDF5: " +
+                                  h5::error_text() + ")");
+  }
+  return file;
+}
+
+void check_format(hid_t file, std::string const& path, std::string const& family, int version, char const* what) {
+  std::optional<std::string> tag;
+  try {
+    tag = h5::read_string(file, "format");
+  } catch (std::exception const& e) {
+    throw FileError(path, "", std::string("attribute 'format' ") + e.what());
+  }
+  std::string const want = family + "-" + std::to_string(version);
+  if (!tag) {
+    throw FileError(path, "", std::string("has no 'format' attribute, so it is not a kembed ") + what +
+                                  " file (format '" + want + "')");
+  }
+  if (*tag == want) return;
+  auto const dash = tag->rfind('-');
+  std::string const tag_family = dash == std::string::npos ? *tag : tag->substr(0, dash);
+  std::string const tag_version = dash == std::string::npos ? "" : tag->substr(dash + 1);
+  bool const numeric = !tag_version.empty() && tag_version.find_first_not_of("0123456789") == std::string::npos;
+  if (tag_family == family && numeric && std::stoll(tag_version) > version) {
+    throw FileError(path, "", "was written by a newer kembed (format '" + *tag + "'); this kembed reads '" + want +
+                                  "': upgrade kembed to read it");
+  }
+  if (tag_family == "kembed-run" || tag_family == "kembed-embedding") {
+    throw FileError(path, "", "is a kembed " + std::string(tag_family == "kembed-run" ? "run" : "table") +
+                                  " file (format '" + *tag + "'), not a " + what + " file");
+  }
+  throw FileError(path, "", "has format '" + *tag + "', not '" + want + "'");
+}
+
+void check_size(std::string const& path, std::string const& name, std::int64_t rows, std::int64_t cols,
+                std::int64_t element_bytes) {
+  std::int64_t bytes = 0;
+  try {
+    bytes = checked_mul(checked_mul(rows, cols, "shape"), element_bytes, "shape");
+  } catch (Error const&) {
+    throw FileError(path, name, "has shape (" + std::to_string(rows) + ", " + std::to_string(cols) +
+                                    "), whose size does not fit in 64 bits; the file is damaged or not a table");
+  }
+  long const pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) {
+    double const memory = double(pages) * double(page);
+    if (double(bytes) > memory) {
+      char text[160];
+      std::snprintf(text, sizeof text, "needs %.1f GiB to load (shape (%lld, %lld)), more than this machine's %.1f GiB",
+                    double(bytes) / double(1ull << 30), static_cast<long long>(rows), static_cast<long long>(cols),
+                    memory / double(1ull << 30));
+      throw FileError(path, name, text);
+    }
+  }
+}
+
+FloatMatrix open_float_matrix(hid_t file, std::string const& path, std::string const& name, bool convert) {
+  if (!h5::exists(file, name)) throw FileError(path, name, "does not exist");
+  {
+    // H5Iget_type on the opened object works the same in HDF5 1.10, 1.12 and 1.14.
+    h5::Handle object{H5Oopen(file, name.c_str(), H5P_DEFAULT), H5Oclose};
+    if (!object.valid() || H5Iget_type(object) != H5I_DATASET)
+      throw FileError(path, name, "is not a dataset (it is a group or a named type)");
+  }
+  FloatMatrix m;
+  m.dataset = h5::dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT));
+  if (!m.dataset.valid()) throw FileError(path, name, "cannot be opened (HDF5: " + h5::error_text() + ")");
+  h5::Handle type = h5::datatype(H5Dget_type(m.dataset));
+  h5::Handle space = h5::dataspace(H5Dget_space(m.dataset));
+  auto const cls = H5Tget_class(type);
+  if (cls != H5T_FLOAT) {
+    throw FileError(path, name, "holds " + h5::describe_type(type) + "; a table holds float32 values");
+  }
+  auto const size = H5Tget_size(type);
+  if (size != 4 && !convert) {
+    throw FileError(path, name, "holds " + h5::describe_type(type) +
+                                    "; kembed tables are float32. Convert it first (numpy: "
+                                    "f['" + name + "'][...].astype('float32')), or ask for the conversion "
+                                    "(convert = true, --convert), which rounds each value to the nearest float32");
+  }
+  int const rank = H5Sget_simple_extent_ndims(space);
+  hsize_t dims[H5S_MAX_RANK] = {};
+  H5Sget_simple_extent_dims(space, dims, nullptr);
+  if (rank != 2) {
+    std::string shape = "(";
+    for (int i = 0; i < rank; ++i) shape += (i ? ", " : "") + std::to_string(dims[i]);
+    shape += rank == 1 ? ",)" : ")";
+    throw FileError(path, name, "has rank " + std::to_string(rank) + " (shape " + shape + "); a table has rank 2 (rows, columns)");
+  }
+  if (dims[0] > hsize_t(INT64_MAX) || dims[1] > hsize_t(INT64_MAX))
+    throw FileError(path, name, "has dimensions beyond 64-bit signed integers");
+  m.rows = static_cast<std::int64_t>(dims[0]);
+  m.cols = static_cast<std::int64_t>(dims[1]);
+  return m;
+}
+
+void read_rows(FloatMatrix const& m, std::string const& path, std::string const& name, std::int64_t first,
+               std::int64_t count, float* out) {
+  if (count == 0) return;
+  h5::Handle file_space = h5::dataspace(H5Dget_space(m.dataset));
+  hsize_t const start[2] = {hsize_t(first), 0}, extent[2] = {hsize_t(count), hsize_t(m.cols)};
+  H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, nullptr, extent, nullptr);
+  h5::Handle mem_space = h5::dataspace(H5Screate_simple(2, extent, nullptr));
+  if (H5Dread(m.dataset, H5T_NATIVE_FLOAT, mem_space, file_space, H5P_DEFAULT, out) < 0) {
+    throw FileError(path, name, "reading rows " + std::to_string(first) + " to " + std::to_string(first + count - 1) +
+                                    " failed: the stored data do not match their checksum or cannot be decoded, "
+                                    "so the file is damaged (HDF5: " + h5::error_text() + ")");
+  }
+  std::int64_t const n = count * m.cols;
+  std::int64_t const bad = first_non_finite(out, n);
+  if (bad < n) {
+    float const value = out[bad];
+    throw FileError(path, name, std::string("holds ") + (std::isnan(value) ? "NaN" : value > 0 ? "+inf" : "-inf") +
+                                    " at row " + std::to_string(first + bad / m.cols) + ", column " +
+                                    std::to_string(bad % m.cols) + "; a table must be finite");
+  }
+}
+
+void write_matrix(hid_t loc, char const* name, hid_t file_type, hid_t mem_type, void const* data, std::int64_t rows,
+                  std::int64_t cols, SaveOptions const& options) {
+  std::int64_t const element = static_cast<std::int64_t>(H5Tget_size(file_type));
+  std::int64_t chunk_rows = options.rows_per_chunk;
+  if (chunk_rows <= 0) chunk_rows = std::max<std::int64_t>(1, (std::int64_t{1} << 20) / (element * std::max<std::int64_t>(cols, 1)));
+  chunk_rows = std::min(chunk_rows, rows);
+  hsize_t const dims[2] = {hsize_t(rows), hsize_t(cols)};
+  hsize_t const chunk[2] = {hsize_t(chunk_rows), hsize_t(cols)};
+  int const rank = cols > 0 ? 2 : 1;
+  h5::Handle space = h5::dataspace(H5Screate_simple(rank, dims, nullptr));
+  h5::Handle dcpl = h5::plist(H5Pcreate(H5P_DATASET_CREATE));
+  H5Pset_chunk(dcpl, rank, chunk);
+  if (options.deflate) {
+    H5Pset_shuffle(dcpl);
+    H5Pset_deflate(dcpl, static_cast<unsigned>(std::clamp(options.deflate_level, 1, 9)));
+  }
+  H5Pset_fletcher32(dcpl);  // last, so it checksums the bytes as stored
+  h5::Handle dset = h5::dataset(H5Dcreate2(loc, name, file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+  if (!dset.valid()) throw std::runtime_error(std::string("creating dataset '") + name + "': " + h5::error_text());
+  if (H5Dwrite(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+    throw std::runtime_error(std::string("writing dataset '") + name + "': " + h5::error_text());
+}
+
+namespace {
+template <class Read>
+auto required(std::string const& path, char const* name, Read&& read) {
+  try {
+    if (auto value = read()) return *value;
+  } catch (std::exception const& e) {
+    throw FileError(path, "", std::string("attribute '") + name + "' " + e.what());
+  }
+  throw FileError(path, "", std::string("has no attribute '") + name + "'");
+}
+}  // namespace
+
+std::int64_t required_int64(hid_t obj, std::string const& path, char const* name) {
+  return required(path, name, [&] { return h5::read_int64(obj, name); });
+}
+
+std::string required_string(hid_t obj, std::string const& path, char const* name) {
+  return required(path, name, [&] { return h5::read_string(obj, name); });
+}
+
+std::string utc_now_iso8601() {
+  std::time_t const now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+}  // namespace kembed::io::detail

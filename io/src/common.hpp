@@ -1,0 +1,49 @@
+#pragma once
+// What table and run files share: opening with clear diagnoses, format tags, the
+// checked 2-D float dataset, and its chunked, checksummed writing.
+#include "h5.hpp"
+
+#include <kembed/io/table_file.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace kembed::io::detail {
+
+// Opens read-only, telling a missing file, a non-HDF5 file and a damaged one apart.
+h5::Handle open_for_reading(std::string const& path);
+
+// Reads the root's "format" attribute and checks it is `family`-N with N == version.
+void check_format(hid_t file, std::string const& path, std::string const& family, int version,
+                  char const* what);
+
+struct FloatMatrix {
+  h5::Handle dataset;
+  std::int64_t rows = 0, cols = 0;
+};
+
+// Opens a 2-D float dataset; refuses other ranks and types. Float sizes other
+// than 4 bytes are refused unless `convert`.
+FloatMatrix open_float_matrix(hid_t file, std::string const& path, std::string const& name, bool convert);
+
+// Refuses rows x cols float32 that overflow 64 bits or exceed this machine's memory.
+void check_size(std::string const& path, std::string const& name, std::int64_t rows, std::int64_t cols,
+                std::int64_t element_bytes);
+
+// Reads rows [first, first + count) into out (count x cols floats) and refuses NaN/inf.
+void read_rows(FloatMatrix const& m, std::string const& path, std::string const& name, std::int64_t first,
+               std::int64_t count, float* out);
+
+// Writes a chunked (rows_per_chunk x cols), Fletcher32-checksummed dataset of
+// `file_type` (H5T_IEEE_F32LE, H5T_STD_I64LE) from `mem_type` data; cols = 0
+// writes a 1-D dataset of `rows` values.
+void write_matrix(hid_t loc, char const* name, hid_t file_type, hid_t mem_type, void const* data, std::int64_t rows,
+                  std::int64_t cols, SaveOptions const& options);
+
+// Attributes a format requires: the value, or a FileError naming the attribute.
+std::int64_t required_int64(hid_t obj, std::string const& path, char const* name);
+std::string required_string(hid_t obj, std::string const& path, char const* name);
+
+std::string utc_now_iso8601();
+
+}  // namespace kembed::io::detail

@@ -1,0 +1,277 @@
+#include "atomic_file.hpp"
+#include "common.hpp"
+
+#include <kembed/io/error.hpp>
+#include <kembed/io/run_file.hpp>
+#include <kembed/io/sha256.hpp>
+#include <kembed/version.hpp>
+
+#include <cstdio>
+#include <stdexcept>
+
+namespace kembed::io {
+namespace {
+
+static_assert(sizeof(float) == 4, "float32 tables");
+
+// SHA-256 of the gradient as little-endian float32 bytes, the bytes h5py's
+// `f['gradient'][...].astype('<f4').tobytes()` gives.
+std::string gradient_sha256(std::vector<float> const& g) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#error "kembed's run-file checksum assumes a little-endian host"
+#endif
+  return sha256_hex(g.data(), g.size() * sizeof(float));
+}
+
+h5::Handle ordered_group(hid_t loc, char const* name) {
+  h5::Handle gcpl = h5::plist(H5Pcreate(H5P_GROUP_CREATE));
+  H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+  H5Pset_attr_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+  h5::Handle g = h5::group(H5Gcreate2(loc, name, H5P_DEFAULT, gcpl, H5P_DEFAULT));
+  if (!g.valid()) throw std::runtime_error(std::string("creating group '") + name + "': " + h5::error_text());
+  return g;
+}
+
+template <class F>
+auto attribute(std::string const& path, char const* name, F&& read) {
+  try {
+    return read();
+  } catch (FileError const&) {
+    throw;
+  } catch (std::exception const& e) {
+    throw FileError(path, "", std::string("attribute '") + name + "' " + e.what());
+  }
+}
+
+}  // namespace
+
+std::string json_quote(std::string const& text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_array(std::vector<std::string> const& items) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + json_quote(items[i]);
+  return out + "]";
+}
+
+void write_run(std::string const& path, RunFile const& run, SaveOptions const& options) {
+  if (run.rows < 1 || run.cols < 1 || std::int64_t(run.gradient.size()) != run.rows * run.cols ||
+      std::int64_t(run.counts.size()) != run.rows) {
+    throw InvalidArgument("run", "run has a gradient of " + std::to_string(run.gradient.size()) + " values and " +
+                                     std::to_string(run.counts.size()) + " counts for shape (" +
+                                     std::to_string(run.rows) + ", " + std::to_string(run.cols) + ")");
+  }
+  auto const sha = gradient_sha256(run.gradient);
+  h5::Quiet quiet;
+  AtomicFile out(path);
+  try {
+    h5::Handle fapl = h5::compatible_fapl();
+    h5::Handle fcpl = h5::plist(H5Pcreate(H5P_FILE_CREATE));
+    H5Pset_attr_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+    h5::Handle file = h5::file(H5Fcreate(out.temp_path().c_str(), H5F_ACC_TRUNC, fcpl, fapl));
+    if (!file.valid()) throw std::runtime_error("cannot create it: " + h5::error_text());
+    h5::write_string(file, "format", run_format);
+    h5::write_string(file, "kembed_version", KEMBED_VERSION_STRING);
+    h5::write_string(file, "run_id", run.run_id);
+    h5::write_string(file, "created", run.created.empty() ? detail::utc_now_iso8601() : run.created);
+    h5::write_string(file, "backend", run.backend);
+    h5::write_int64(file, "threads", run.threads);
+    h5::write_string(file, "plan", run.plan);
+    h5::write_string(file, "plan_used", run.plan_used);
+    h5::write_string(file, "numeric_mode", run.numeric_mode);
+    h5::write_int64(file, "padding_idx", run.padding_idx);
+    h5::write_int64(file, "positions", run.positions);
+    h5::write_int64(file, "microbatches", run.microbatches);
+    h5::write_int64(file, "microbatch_size", run.microbatch_size);
+    h5::write_int64(file, "num_embeddings", run.rows);
+    h5::write_int64(file, "embedding_dim", run.cols);
+    h5::write_string(file, "gradient_sha256", sha);
+    detail::write_matrix(file, "gradient", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, run.gradient.data(), run.rows, run.cols,
+                         options);
+    detail::write_matrix(file, "counts", H5T_STD_I64LE, H5T_NATIVE_INT64, run.counts.data(), run.rows, 0, options);
+    {
+      auto inputs = ordered_group(file, "inputs");
+      for (auto const& input : run.inputs) {
+        auto g = ordered_group(inputs, input.role.c_str());
+        h5::write_string(g, "path", input.path);
+        h5::write_string(g, "sha256", input.sha256);
+        h5::write_int64(g, "bytes", input.bytes);
+      }
+      auto timings = ordered_group(file, "timings");
+      for (auto const& [name, seconds] : run.timings) h5::write_double(timings, name.c_str(), seconds);
+      auto provenance = ordered_group(file, "provenance");
+      h5::write_string_dataset(provenance, "command_line", run.command_line_json);
+      h5::write_string_dataset(provenance, "configuration", run.configuration_json);
+    }
+    if (!file.close()) throw std::runtime_error("closing (flushing) it failed: " + h5::error_text());
+  } catch (std::runtime_error const& e) {
+    throw IoFailure(path, std::string("writing the run failed, the file is unchanged: ") + e.what());
+  }
+  out.commit();
+}
+
+namespace {
+
+struct NameList {
+  std::vector<std::string> names;
+};
+
+herr_t add_link(hid_t, char const* name, H5L_info_t const*, void* out) {
+  static_cast<NameList*>(out)->names.emplace_back(name);
+  return 0;
+}
+
+herr_t add_attribute(hid_t, char const* name, H5A_info_t const*, void* out) {
+  static_cast<NameList*>(out)->names.emplace_back(name);
+  return 0;
+}
+
+// Links and attributes in creation order where the file tracks it, else by name.
+NameList links_of(hid_t group) {
+  NameList list;
+  hsize_t index = 0;
+  if (H5Literate(group, H5_INDEX_CRT_ORDER, H5_ITER_INC, &index, add_link, &list) < 0) {
+    h5::error_text();
+    list.names.clear();
+    index = 0;
+    H5Literate(group, H5_INDEX_NAME, H5_ITER_INC, &index, add_link, &list);
+  }
+  return list;
+}
+
+NameList attributes_of(hid_t obj) {
+  NameList list;
+  hsize_t index = 0;
+  if (H5Aiterate2(obj, H5_INDEX_CRT_ORDER, H5_ITER_INC, &index, add_attribute, &list) < 0) {
+    h5::error_text();
+    list.names.clear();
+    index = 0;
+    H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, &index, add_attribute, &list);
+  }
+  return list;
+}
+
+}  // namespace
+
+RunFile read_run(std::string const& path) {
+  h5::Quiet quiet;
+  auto file = detail::open_for_reading(path);
+  detail::check_format(file, path, "kembed-run", 1, "run");
+  RunFile run;
+  auto str = [&](char const* name) { return detail::required_string(file, path, name); };
+  auto num = [&](char const* name) { return detail::required_int64(file, path, name); };
+  run.kembed_version = str("kembed_version");
+  run.run_id = str("run_id");
+  run.created = str("created");
+  run.backend = str("backend");
+  run.threads = num("threads");
+  run.plan = str("plan");
+  run.plan_used = str("plan_used");
+  run.numeric_mode = str("numeric_mode");
+  run.padding_idx = num("padding_idx");
+  run.positions = num("positions");
+  run.microbatches = num("microbatches");
+  run.microbatch_size = num("microbatch_size");
+  run.rows = num("num_embeddings");
+  run.cols = num("embedding_dim");
+  run.gradient_sha256 = str("gradient_sha256");
+
+  auto gradient = detail::open_float_matrix(file, path, "/gradient", false);
+  if (gradient.rows != run.rows || gradient.cols != run.cols) {
+    throw FileError(path, "/gradient", "has shape (" + std::to_string(gradient.rows) + ", " +
+                                           std::to_string(gradient.cols) + ") but the attributes say (" +
+                                           std::to_string(run.rows) + ", " + std::to_string(run.cols) + ")");
+  }
+  detail::check_size(path, "/gradient", run.rows, run.cols, 4);
+  run.gradient.resize(static_cast<std::size_t>(run.rows * run.cols));
+  // A gradient may hold infinities (a sum can overflow); read it without the table's finite check.
+  {
+    if (H5Dread(gradient.dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, run.gradient.data()) < 0)
+      throw FileError(path, "/gradient", "cannot be read: the stored data do not match their checksum or cannot be "
+                                         "decoded, so the file is damaged (HDF5: " + h5::error_text() + ")");
+  }
+  if (gradient_sha256(run.gradient) != run.gradient_sha256) {
+    throw FileError(path, "/gradient", "does not match its SHA-256 (attribute gradient_sha256 = " +
+                                           run.gradient_sha256 + "): the gradient was changed after the run wrote it");
+  }
+
+  if (!h5::exists(file, "/counts")) throw FileError(path, "/counts", "does not exist");
+  {
+    h5::Handle counts = h5::dataset(H5Dopen2(file, "/counts", H5P_DEFAULT));
+    h5::Handle type = h5::datatype(H5Dget_type(counts));
+    h5::Handle space = h5::dataspace(H5Dget_space(counts));
+    if (H5Tget_class(type) != H5T_INTEGER) throw FileError(path, "/counts", "holds " + h5::describe_type(type) + ", want int64");
+    if (H5Sget_simple_extent_ndims(space) != 1 || H5Sget_simple_extent_npoints(space) != run.rows)
+      throw FileError(path, "/counts", "does not hold one count per row (" + std::to_string(run.rows) + ")");
+    run.counts.resize(static_cast<std::size_t>(run.rows));
+    if (H5Dread(counts, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, run.counts.data()) < 0)
+      throw FileError(path, "/counts", "cannot be read (HDF5: " + h5::error_text() + ")");
+  }
+
+  if (h5::exists(file, "/inputs")) {
+    h5::Handle inputs = h5::group(H5Gopen2(file, "/inputs", H5P_DEFAULT));
+    for (auto const& role : links_of(inputs).names) {
+      h5::Handle g = h5::group(H5Gopen2(inputs, role.c_str(), H5P_DEFAULT));
+      InputIdentity in;
+      in.role = role;
+      in.path = attribute(path, "path", [&] { return h5::read_string(g, "path").value_or(""); });
+      in.sha256 = attribute(path, "sha256", [&] { return h5::read_string(g, "sha256").value_or(""); });
+      in.bytes = attribute(path, "bytes", [&] { return h5::read_int64(g, "bytes").value_or(0); });
+      run.inputs.push_back(std::move(in));
+    }
+  }
+  if (h5::exists(file, "/timings")) {
+    h5::Handle timings = h5::group(H5Gopen2(file, "/timings", H5P_DEFAULT));
+    for (auto const& name : attributes_of(timings).names)
+      run.timings.emplace_back(name, attribute(path, name.c_str(), [&] { return h5::read_double(timings, name.c_str()).value_or(0.0); }));
+  }
+  if (h5::exists(file, "/provenance")) {
+    h5::Handle provenance = h5::group(H5Gopen2(file, "/provenance", H5P_DEFAULT));
+    auto text = [&](char const* name) {
+      try {
+        return h5::read_string_dataset(provenance, name);
+      } catch (std::exception const& e) {
+        throw FileError(path, std::string("/provenance/") + name, e.what());
+      }
+    };
+    run.command_line_json = text("command_line");
+    run.configuration_json = text("configuration");
+  }
+  return run;
+}
+
+std::string read_run_gradient_sha256(std::string const& path) {
+  h5::Quiet quiet;
+  auto file = detail::open_for_reading(path);
+  detail::check_format(file, path, "kembed-run", 1, "run");
+  return detail::required_string(file, path, "gradient_sha256");
+}
+
+std::string file_format(std::string const& path) {
+  h5::Quiet quiet;
+  auto file = detail::open_for_reading(path);
+  auto tag = attribute(path, "format", [&] { return h5::read_string(file, "format"); });
+  if (!tag) throw FileError(path, "", "has no 'format' attribute, so it is not a kembed file");
+  return *tag;
+}
+
+}  // namespace kembed::io

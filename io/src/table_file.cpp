@@ -1,0 +1,138 @@
+#include "atomic_file.hpp"
+#include "common.hpp"
+
+#include <kembed/core/validate.hpp>
+#include <kembed/io/error.hpp>
+#include <kembed/io/table_file.hpp>
+#include <kembed/version.hpp>
+
+#include <stdexcept>
+
+namespace kembed::io {
+namespace {
+
+constexpr char const* weight_dataset = "/weight";
+
+Options options_of(Config const& config) {
+  Options o;
+  if (config.has_padding()) o.padding_idx = config.padding_idx;
+  o.plan = config.plan;
+  o.mode = config.mode;
+  return o;
+}
+
+// Opens a kembed table file and reads its settings; the weight dataset is checked
+// against them but not read.
+struct OpenTable {
+  h5::Handle file;
+  detail::FloatMatrix weight;
+  TableFile info;
+};
+
+OpenTable open_table(std::string const& path) {
+  OpenTable t;
+  t.file = detail::open_for_reading(path);
+  detail::check_format(t.file, path, "kembed-embedding", 1, "table");
+  auto const v = detail::required_int64(t.file, path, "num_embeddings");
+  auto const d = detail::required_int64(t.file, path, "embedding_dim");
+  auto const pad = detail::required_int64(t.file, path, "padding_idx");
+  Options o;
+  if (pad != -1) o.padding_idx = pad;
+  try {
+    o.plan = parse_plan(detail::required_string(t.file, path, "plan"));
+    o.mode = parse_mode(detail::required_string(t.file, path, "numeric_mode"));
+    t.info.config = make_config(v, d, o);
+  } catch (FileError const&) {
+    throw;
+  } catch (Error const& e) {
+    std::string what = e.what();
+    throw FileError(path, "", "its settings are invalid: " + what.substr(what.find(": ") + 2));
+  }
+  t.info.kembed_version = h5::read_string(t.file, "kembed_version").value_or("");
+  t.info.created_by = h5::read_string(t.file, "created_by").value_or("");
+  t.weight = detail::open_float_matrix(t.file, path, weight_dataset, false);
+  if (t.weight.rows != v || t.weight.cols != d) {
+    throw FileError(path, weight_dataset, "has shape (" + std::to_string(t.weight.rows) + ", " +
+                                              std::to_string(t.weight.cols) + ") but the file's attributes say (" +
+                                              std::to_string(v) + ", " + std::to_string(d) + ")");
+  }
+  return t;
+}
+
+}  // namespace
+
+void save_table(std::string const& path, float const* weight, Config const& config, SaveOptions const& options) {
+  // Everything is checked before the temporary file exists.
+  auto const checked = make_config(config.num_embeddings, config.embedding_dim, options_of(config));
+  if (!weight) throw InvalidArgument("weight", "weight has no data (a null pointer)");
+  auto const n = checked.num_embeddings * checked.embedding_dim;
+  auto const bad = first_non_finite(weight, n);
+  if (bad < n) throw_non_finite("weight", bad, weight[bad], checked.embedding_dim, "row");
+
+  h5::Quiet quiet;
+  AtomicFile out(path);
+  try {
+    h5::Handle fapl = h5::compatible_fapl();
+    h5::Handle file = h5::file(H5Fcreate(out.temp_path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl));
+    if (!file.valid()) throw std::runtime_error("cannot create it: " + h5::error_text());
+    h5::write_string(file, "format", table_format);
+    h5::write_string(file, "kembed_version", KEMBED_VERSION_STRING);
+    h5::write_string(file, "created_by", options.created_by);
+    h5::write_int64(file, "num_embeddings", checked.num_embeddings);
+    h5::write_int64(file, "embedding_dim", checked.embedding_dim);
+    h5::write_int64(file, "padding_idx", checked.padding_idx);
+    h5::write_string(file, "plan", std::string(to_string(checked.plan)));
+    h5::write_string(file, "numeric_mode", std::string(to_string(checked.mode)));
+    detail::write_matrix(file, "weight", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, weight, checked.num_embeddings,
+                         checked.embedding_dim, options);
+    if (!file.close()) throw std::runtime_error("closing (flushing) it failed: " + h5::error_text());
+  } catch (std::runtime_error const& e) {
+    throw IoFailure(path, std::string("saving failed, the file is unchanged: ") + e.what());
+  }
+  out.commit();
+}
+
+TableFile load_table(std::string const& path) {
+  h5::Quiet quiet;
+  auto t = open_table(path);
+  auto const v = t.info.config.num_embeddings, d = t.info.config.embedding_dim;
+  detail::check_size(path, weight_dataset, v, d, 4);
+  t.info.weight.resize(static_cast<std::size_t>(v * d));
+  detail::read_rows(t.weight, path, weight_dataset, 0, v, t.info.weight.data());
+  return std::move(t.info);
+}
+
+TableFile load_rows(std::string const& path, std::int64_t first, std::int64_t count) {
+  h5::Quiet quiet;
+  auto t = open_table(path);
+  auto const v = t.info.config.num_embeddings, d = t.info.config.embedding_dim;
+  if (first < 0 || count < 0 || first > v || count > v - first) {
+    throw InvalidArgument("rows", "rows [" + std::to_string(first) + ", " + std::to_string(first) + " + " +
+                                      std::to_string(count) + ") are not within the table's " + std::to_string(v) +
+                                      " rows (" + path + ")");
+  }
+  detail::check_size(path, weight_dataset, count, d, 4);
+  t.info.first_row = first;
+  t.info.weight.resize(static_cast<std::size_t>(count * d));
+  detail::read_rows(t.weight, path, weight_dataset, first, count, t.info.weight.data());
+  return std::move(t.info);
+}
+
+TableFile read_table_dataset(std::string const& path, std::string const& dataset, bool convert) {
+  h5::Quiet quiet;
+  auto file = detail::open_for_reading(path);
+  std::string const name = dataset.empty() || dataset[0] == '/' ? dataset : "/" + dataset;
+  auto m = detail::open_float_matrix(file, path, name, convert);
+  if (m.rows < 1 || m.cols < 1) {
+    throw FileError(path, name, "has shape (" + std::to_string(m.rows) + ", " + std::to_string(m.cols) +
+                                    "); a table needs at least one row and one column");
+  }
+  detail::check_size(path, name, m.rows, m.cols, 4);
+  TableFile t;
+  t.config = make_config(m.rows, m.cols, Options{});
+  t.weight.resize(static_cast<std::size_t>(m.rows * m.cols));
+  detail::read_rows(m, path, name, 0, m.rows, t.weight.data());
+  return t;
+}
+
+}  // namespace kembed::io

@@ -1,0 +1,565 @@
+// HDF5 files: round trips bit for bit, partial reads, foreign datasets, crash-safe
+// saves, and every bad file of the HDF5 issue refused with a message that names
+// the file, the dataset and the problem (one table row per case).
+#include "support/test_support.hpp"
+
+#include <kembed/core/synthetic.hpp>
+#include <kembed/io/embedding_io.hpp>
+#include <kembed/io/error.hpp>
+#include <kembed/io/run_file.hpp>
+#include <kembed/io/sha256.hpp>
+#include <kembed/io/table_file.hpp>
+
+#include <hdf5.h>
+
+#include <csignal>
+#include <cstdio>
+#include <dirent.h>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace kembed {
+namespace {
+
+namespace fs = std::filesystem;
+using test::same_bits;
+
+class Io : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto const* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() / ("kembed-io-" + std::to_string(::getpid()) + "-" + info->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(std::string const& name) const { return (dir_ / name).string(); }
+  std::vector<std::string> files() const {
+    std::vector<std::string> out;
+    for (auto const& e : fs::directory_iterator(dir_)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  static std::string bytes_of(std::string const& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  fs::path dir_;
+};
+
+Config config(std::int64_t v, std::int64_t d, std::optional<std::int64_t> pad = std::nullopt, Plan plan = Plan::automatic,
+              Mode mode = Mode::identical) {
+  Options o;
+  o.padding_idx = pad;
+  o.plan = plan;
+  o.mode = mode;
+  return make_config(v, d, o);
+}
+
+std::vector<float> special_table(std::int64_t v, std::int64_t d) {
+  auto w = synthetic::uniform_floats(v * d, 17);
+  w[0] = -0.0f;
+  w[1] = test::from_bits(1u);  // smallest subnormal
+  w[2] = std::numeric_limits<float>::max();
+  w[3] = -std::numeric_limits<float>::min();
+  return w;
+}
+
+TEST(Sha256, KnownVectors) {
+  EXPECT_EQ(io::sha256_hex("", 0), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(io::sha256_hex("abc", 3), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  std::string const two_blocks = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+  EXPECT_EQ(io::sha256_hex(two_blocks.data(), two_blocks.size()),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  io::Sha256 h;
+  std::string const a(1000, 'a');
+  for (int i = 0; i < 1000; ++i) h.update(a.data(), a.size());
+  EXPECT_EQ(h.hex_digest(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST_F(Io, TableRoundTripsEverySettingBitForBit) {
+  std::int64_t const v = 257, d = 13;
+  auto const w = special_table(v, d);
+  int k = 0;
+  for (auto pad : {std::optional<std::int64_t>{}, std::optional<std::int64_t>{0}, std::optional<std::int64_t>{-1}})
+    for (auto plan : {Plan::scan, Plan::sort, Plan::automatic})
+      for (auto mode : {Mode::identical, Mode::deterministic, Mode::fast})
+        for (bool deflate : {false, true}) {
+          auto const c = config(v, d, pad, plan, mode);
+          io::SaveOptions so;
+          so.deflate = deflate;
+          so.rows_per_chunk = deflate ? 16 : 0;
+          so.created_by = "test " + std::to_string(k);
+          auto const p = path("t" + std::to_string(k++) + ".h5");
+          io::save_table(p, w.data(), c, so);
+          auto const t = io::load_table(p);
+          EXPECT_TRUE(same_bits(t.weight, w));
+          EXPECT_EQ(t.config.num_embeddings, v);
+          EXPECT_EQ(t.config.embedding_dim, d);
+          EXPECT_EQ(t.config.padding_idx, c.padding_idx);
+          EXPECT_EQ(t.config.plan, plan);
+          EXPECT_EQ(t.config.mode, mode);
+          EXPECT_EQ(t.created_by, so.created_by);
+          EXPECT_FALSE(t.kembed_version.empty());
+        }
+  EXPECT_EQ(files().size(), std::size_t(k)) << "no temporary files left behind";
+}
+
+TEST_F(Io, EmbeddingSaveAndLoad) {
+  std::int64_t const v = 40, d = 6;
+  auto const w = special_table(v, d);
+  Options o;
+  o.padding_idx = -3;
+  o.mode = Mode::deterministic;
+  o.plan = Plan::scan;
+  Embedding<Kokkos::DefaultHostExecutionSpace> layer(v, d, FloatsRef(w.data(), Shape{v, d}), o);
+  io::save(layer, path("layer.h5"));
+  auto const back = io::load<Kokkos::DefaultHostExecutionSpace>(path("layer.h5"));
+  EXPECT_TRUE(same_bits(back.weight_host(), w));
+  EXPECT_EQ(back.padding_idx(), v - 3);
+  EXPECT_EQ(back.mode(), Mode::deterministic);
+  EXPECT_EQ(back.plan(), Plan::scan);
+}
+
+TEST_F(Io, LoadRowsReadsARowRange) {
+  std::int64_t const v = 1000, d = 7;
+  auto const w = special_table(v, d);
+  io::SaveOptions so;
+  so.rows_per_chunk = 64;
+  io::save_table(path("t.h5"), w.data(), config(v, d), so);
+  for (auto [first, count] : {std::pair<std::int64_t, std::int64_t>{0, 1}, {63, 2}, {500, 300}, {999, 1}, {0, 1000}, {1000, 0}}) {
+    auto const t = io::load_rows(path("t.h5"), first, count);
+    EXPECT_EQ(t.first_row, first);
+    EXPECT_TRUE(same_bits(t.weight, std::vector<float>(w.begin() + first * d, w.begin() + (first + count) * d)));
+  }
+  for (auto [first, count] : {std::pair<std::int64_t, std::int64_t>{-1, 2}, {999, 2}, {1001, 0}, {0, -1}}) {
+    try {
+      io::load_rows(path("t.h5"), first, count);
+      ADD_FAILURE() << "rows " << first << " + " << count << " accepted";
+    } catch (InvalidArgument const& e) {
+      EXPECT_NE(std::string(e.what()).find("are not within the table's 1000 rows"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// ---- files as other tools write them, made with the HDF5 C API ----------------
+
+void write_dataset(std::string const& file, std::string const& name, hid_t file_type, hid_t mem_type, void const* data,
+                   std::vector<hsize_t> const& dims, std::vector<hsize_t> const& chunk = {}, bool deflate = false) {
+  hid_t f = H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+  H5Pset_create_intermediate_group(lcpl, 1);
+  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  if (!chunk.empty()) H5Pset_chunk(dcpl, int(chunk.size()), chunk.data());
+  if (deflate) H5Pset_deflate(dcpl, 6);
+  hid_t space = H5Screate_simple(int(dims.size()), dims.data(), nullptr);
+  hid_t d = H5Dcreate2(f, name.c_str(), file_type, space, lcpl, dcpl, H5P_DEFAULT);
+  if (data) H5Dwrite(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+  H5Dclose(d), H5Sclose(space), H5Pclose(dcpl), H5Pclose(lcpl), H5Fclose(f);
+}
+
+TEST_F(Io, ForeignFloat32DatasetsLoadInEveryLayout) {
+  std::int64_t const v = 33, d = 5;
+  auto const w = special_table(v, d);
+  std::vector<hsize_t> const dims{hsize_t(v), hsize_t(d)};
+  write_dataset(path("contiguous.h5"), "/emb", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, w.data(), dims);
+  write_dataset(path("chunked.h5"), "/model/layer0/emb", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, w.data(), dims, {4, 5}, true);
+  write_dataset(path("bigendian.h5"), "/emb", H5T_IEEE_F32BE, H5T_NATIVE_FLOAT, w.data(), dims, {8, 5});
+  for (auto [file, name] : {std::pair<char const*, char const*>{"contiguous.h5", "/emb"}, {"chunked.h5", "model/layer0/emb"},
+                            {"bigendian.h5", "emb"}}) {
+    auto const t = io::read_table_dataset(path(file), name);
+    EXPECT_TRUE(same_bits(t.weight, w)) << file;
+    EXPECT_EQ(t.config.num_embeddings, v);
+    EXPECT_FALSE(t.config.has_padding());
+  }
+}
+
+TEST_F(Io, Float64AndFloat16ConvertOnlyWhenAsked) {
+  std::vector<double> w64{1.0, 0.1, -2.5, 1e-3, 3.0, 1.0 / 3.0};
+  write_dataset(path("f64.h5"), "/emb", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, w64.data(), {3, 2});
+  // IEEE binary16 as h5py writes it: a 16-bit float type derived from float32.
+  hid_t half = H5Tcopy(H5T_IEEE_F32LE);
+  H5Tset_fields(half, 15, 10, 5, 0, 10);
+  H5Tset_size(half, 2);
+  H5Tset_ebias(half, 15);
+  std::vector<float> w16{1.0f, 0.5f, -2.0f, 0.25f};
+  write_dataset(path("f16.h5"), "/emb", half, H5T_NATIVE_FLOAT, w16.data(), {2, 2});
+  H5Tclose(half);
+  for (auto [file, kind] : {std::pair<char const*, char const*>{"f64.h5", "64-bit floats"}, {"f16.h5", "16-bit floats"}}) {
+    try {
+      io::read_table_dataset(path(file), "emb");
+      ADD_FAILURE() << file << " loaded without asking";
+    } catch (io::FileError const& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("holds ") + kind), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("astype('float32')"), std::string::npos) << e.what();
+    }
+  }
+  auto const t64 = io::read_table_dataset(path("f64.h5"), "emb", true);
+  std::vector<float> want64;
+  for (double x : w64) want64.push_back(static_cast<float>(x));
+  EXPECT_TRUE(same_bits(t64.weight, want64));
+  EXPECT_TRUE(same_bits(io::read_table_dataset(path("f16.h5"), "emb", true).weight, w16));
+}
+
+// ---- crash safety ----------------------------------------------------------------
+
+// Runs f in a child process and returns its exit status (or 128 + signal).
+int in_child(std::function<int()> const& f, int kill_after_ms = -1) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int rc = 1;
+    try {
+      rc = f();
+    } catch (...) {
+      rc = 99;
+    }
+    ::_exit(rc);
+  }
+  if (kill_after_ms >= 0) {
+    ::usleep(unsigned(kill_after_ms) * 1000u);
+    ::kill(pid, SIGKILL);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST_F(Io, AFailedSaveLeavesTheOldFileAndNoTemporary) {
+  std::int64_t const v = 4096, d = 64;  // 1 MiB
+  auto const old_table = synthetic::uniform_floats(v * d, 1);
+  io::save_table(path("t.h5"), old_table.data(), config(v, d));
+  auto const before = bytes_of(path("t.h5"));
+  // The file system refuses to grow a file past 64 KiB: the write fails part-way.
+  int const rc = in_child([&] {
+    std::signal(SIGXFSZ, SIG_IGN);
+    rlimit limit{64 * 1024, 64 * 1024};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    auto const new_table = synthetic::uniform_floats(v * d, 2);
+    try {
+      io::save_table(path("t.h5"), new_table.data(), config(v, d));
+    } catch (io::IoFailure const& e) {
+      return std::string(e.what()).find("the file is unchanged") != std::string::npos ? 0 : 2;
+    }
+    return 3;  // the save claimed success
+  });
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(bytes_of(path("t.h5")), before);
+  EXPECT_EQ(files(), std::vector<std::string>{"t.h5"});
+  // A refused table (NaN) fails before any file is touched.
+  auto bad = old_table;
+  bad[5] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_THROW(io::save_table(path("t.h5"), bad.data(), config(v, d)), NonFinite);
+  EXPECT_EQ(bytes_of(path("t.h5")), before);
+  EXPECT_EQ(files(), std::vector<std::string>{"t.h5"});
+}
+
+TEST_F(Io, AKilledSaveNeverLeavesAHalfWrittenTarget) {
+  std::int64_t const v = 1 << 16, d = 64;  // 16 MiB, so that kills land mid-write
+  auto const old_table = synthetic::uniform_floats(v * d, 1);
+  auto const new_table = synthetic::uniform_floats(v * d, 2);
+  io::save_table(path("t.h5"), old_table.data(), config(v, d));
+  int killed = 0;
+  for (int delay : {0, 2, 5, 10, 20, 40, 80}) {
+    int const rc = in_child([&] {
+      io::save_table(path("t.h5"), new_table.data(), config(v, d));
+      return 0;
+    }, delay);
+    killed += rc == 128 + SIGKILL;
+    auto const t = io::load_table(path("t.h5"));  // whole and readable, old or new
+    EXPECT_TRUE(same_bits(t.weight, old_table) || same_bits(t.weight, new_table)) << "kill after " << delay << " ms";
+  }
+  EXPECT_GT(killed, 0) << "no kill landed during a save";
+}
+
+// ---- bad input: one row per case --------------------------------------------------
+
+struct BadFile {
+  std::string name;
+  std::function<void(std::string const&)> make;  // writes the file at the path
+  std::string message;                           // must appear in the error
+  std::string dataset = "";                      // FileError::dataset(), where one is named
+};
+
+void write_table_with(std::string const& p, std::function<void(hid_t file)> const& edit) {
+  std::vector<float> w = synthetic::uniform_floats(20 * 3, 3);
+  io::save_table(p, w.data(), config(20, 3, 2));
+  hid_t f = H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  edit(f);
+  H5Fclose(f);
+}
+
+void set_string_attr(hid_t f, char const* name, char const* value) {
+  H5Adelete(f, name);
+  hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, H5T_VARIABLE);
+  hid_t s = H5Screate(H5S_SCALAR);
+  hid_t a = H5Acreate2(f, name, t, s, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, t, &value);
+  H5Aclose(a), H5Sclose(s), H5Tclose(t);
+}
+
+void set_int_attr(hid_t f, char const* name, std::int64_t value) {
+  H5Adelete(f, name);
+  hid_t s = H5Screate(H5S_SCALAR);
+  hid_t a = H5Acreate2(f, name, H5T_STD_I64LE, s, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, H5T_NATIVE_INT64, &value);
+  H5Aclose(a), H5Sclose(s);
+}
+
+void replace_weight(hid_t f, hid_t type, std::vector<hsize_t> const& dims, bool sparse = false) {
+  H5Ldelete(f, "weight", H5P_DEFAULT);
+  hid_t s = H5Screate_simple(int(dims.size()), dims.data(), nullptr);
+  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  if (sparse) {
+    std::vector<hsize_t> chunk(dims.size(), 1);
+    H5Pset_chunk(dcpl, int(chunk.size()), chunk.data());
+  }
+  hid_t d = H5Dcreate2(f, "weight", type, s, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  H5Dclose(d), H5Pclose(dcpl), H5Sclose(s);
+}
+
+TEST_F(Io, EveryBadFileIsRefusedByName) {
+  auto const nan_table = [](std::string const& p) {
+    write_table_with(p, [](hid_t f) {
+      hid_t d = H5Dopen2(f, "weight", H5P_DEFAULT);
+      std::vector<float> w(60, 1.0f);
+      w[3 * 7 + 2] = std::numeric_limits<float>::quiet_NaN();
+      H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, w.data());
+      H5Dclose(d);
+    });
+  };
+  std::int64_t const huge = std::int64_t{1} << 40;
+  std::vector<BadFile> const rows{
+      {"missing file", [](std::string const&) {}, "cannot be opened: No such file or directory"},
+      {"not HDF5", [](std::string const& p) { std::ofstream(p) << "id,vector\n1,0.5\n"; },
+       "is not an HDF5 file (no HDF5 signature)"},
+      {"truncated file",
+       [](std::string const& p) {
+         auto w = synthetic::uniform_floats(20000 * 8, 1);
+         io::save_table(p, w.data(), config(20000, 8));
+         fs::resize_file(p, fs::file_size(p) / 2);
+       },
+       "is an HDF5 file but cannot be opened; it is truncated or damaged"},
+      {"no format tag", [](std::string const& p) { write_table_with(p, [](hid_t f) { H5Adelete(f, "format"); }); },
+       "has no 'format' attribute, so it is not a kembed table file"},
+      {"wrong format tag",
+       [](std::string const& p) { write_table_with(p, [](hid_t f) { set_string_attr(f, "format", "acme-vectors-3"); }); },
+       "has format 'acme-vectors-3', not 'kembed-embedding-1'"},
+      {"newer version",
+       [](std::string const& p) { write_table_with(p, [](hid_t f) { set_string_attr(f, "format", "kembed-embedding-2"); }); },
+       "was written by a newer kembed (format 'kembed-embedding-2'); this kembed reads 'kembed-embedding-1'"},
+      {"a run file, not a table",
+       [](std::string const& p) { write_table_with(p, [](hid_t f) { set_string_attr(f, "format", "kembed-run-1"); }); },
+       "is a kembed run file (format 'kembed-run-1'), not a table file"},
+      {"missing dataset", [](std::string const& p) { write_table_with(p, [](hid_t f) { H5Ldelete(f, "weight", H5P_DEFAULT); }); },
+       "does not exist", "/weight"},
+      {"wrong rank",
+       [](std::string const& p) { write_table_with(p, [](hid_t f) { replace_weight(f, H5T_IEEE_F32LE, {20, 3, 1}); }); },
+       "has rank 3 (shape (20, 3, 1)); a table has rank 2", "/weight"},
+      {"integer table",
+       [](std::string const& p) { write_table_with(p, [](hid_t f) { replace_weight(f, H5T_STD_I32LE, {20, 3}); }); },
+       "holds 32-bit integers; a table holds float32 values", "/weight"},
+      {"string dataset",
+       [](std::string const& p) {
+         write_table_with(p, [](hid_t f) {
+           hid_t t = H5Tcopy(H5T_C_S1);
+           H5Tset_size(t, 8);
+           replace_weight(f, t, {20, 3});
+           H5Tclose(t);
+         });
+       },
+       "holds strings; a table holds float32 values", "/weight"},
+      {"float64 kembed table",
+       [](std::string const& p) { write_table_with(p, [](hid_t f) { replace_weight(f, H5T_IEEE_F64LE, {20, 3}); }); },
+       "holds 64-bit floats; kembed tables are float32", "/weight"},
+      {"shape disagrees with the attributes",
+       [](std::string const& p) { write_table_with(p, [](hid_t f) { set_int_attr(f, "num_embeddings", 21); }); },
+       "has shape (20, 3) but the file's attributes say (21, 3)", "/weight"},
+      {"invalid setting",
+       [](std::string const& p) { write_table_with(p, [](hid_t f) { set_string_attr(f, "plan", "fastest"); }); },
+       "its settings are invalid: plan must be 'auto', 'scan' or 'sort', got 'fastest'"},
+      {"padding_idx out of range", [](std::string const& p) { write_table_with(p, [](hid_t f) { set_int_attr(f, "padding_idx", 20); }); },
+       "padding_idx must be within [-20, 20), got 20"},
+      {"missing attribute", [](std::string const& p) { write_table_with(p, [](hid_t f) { H5Adelete(f, "embedding_dim"); }); },
+       "has no attribute 'embedding_dim'"},
+      {"attribute of the wrong type",
+       [](std::string const& p) { write_table_with(p, [](hid_t f) { set_string_attr(f, "padding_idx", "none"); }); },
+       "attribute 'padding_idx' holds strings, not an integer"},
+      {"NaN in the table", nan_table, "holds NaN at row 7, column 2; a table must be finite", "/weight"},
+      {"V * d overflows 64 bits",
+       [&](std::string const& p) {
+         write_table_with(p, [&](hid_t f) {
+           replace_weight(f, H5T_IEEE_F32LE, {hsize_t(huge), hsize_t(huge)}, true);
+           set_int_attr(f, "num_embeddings", huge);
+           set_int_attr(f, "embedding_dim", huge);
+         });
+       },
+       "its settings are invalid: weight: the size 1099511627776 * 1099511627776 does not fit"},
+      {"larger than memory",
+       [&](std::string const& p) {
+         write_table_with(p, [&](hid_t f) {
+           replace_weight(f, H5T_IEEE_F32LE, {hsize_t(1) << 31, hsize_t(1) << 12}, true);
+           set_int_attr(f, "num_embeddings", std::int64_t{1} << 31);
+           set_int_attr(f, "embedding_dim", std::int64_t{1} << 12);
+         });
+       },
+       "needs 32768.0 GiB to load (shape (2147483648, 4096)), more than this machine's", "/weight"},
+  };
+  for (auto const& row : rows) {
+    SCOPED_TRACE(row.name);
+    auto const p = path("bad.h5");
+    fs::remove(p);
+    row.make(p);
+    try {
+      io::load_table(p);
+      ADD_FAILURE() << row.name << ": loaded";
+    } catch (io::FileError const& e) {
+      std::string const what = e.what();
+      EXPECT_NE(what.find(row.message), std::string::npos) << "message: " << what << "\nwant: " << row.message;
+      EXPECT_NE(what.find(p), std::string::npos) << "the message names the file: " << what;
+      EXPECT_EQ(e.path(), p);
+      EXPECT_EQ(e.dataset(), row.dataset) << what;
+    }
+  }
+}
+
+TEST_F(Io, ACorruptedChunkFailsItsChecksum) {
+  std::int64_t const v = 512, d = 16;
+  auto const w = synthetic::uniform_floats(v * d, 4);
+  io::SaveOptions so;
+  so.rows_per_chunk = 64;
+  io::save_table(path("t.h5"), w.data(), config(v, d), so);
+  // Where HDF5 stored chunk 3 (rows 192..255), then flip one byte in its middle.
+  haddr_t address = 0;
+  hsize_t size = 0;
+  {
+    hid_t f = H5Fopen(path("t.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t dset = H5Dopen2(f, "weight", H5P_DEFAULT);
+    hsize_t const offset[2] = {192, 0};
+    unsigned mask = 0;
+    ASSERT_GE(H5Dget_chunk_info_by_coord(dset, offset, &mask, &address, &size), 0);
+    H5Dclose(dset), H5Fclose(f);
+  }
+  ASSERT_GT(size, 100u);
+  {
+    std::fstream file(path("t.h5"), std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(std::streamoff(address + size / 2));
+    char byte = 0;
+    file.read(&byte, 1);
+    byte = char(byte ^ 0x10);
+    file.seekp(std::streamoff(address + size / 2));
+    file.write(&byte, 1);
+  }
+  try {
+    io::load_table(path("t.h5"));
+    ADD_FAILURE() << "a corrupted chunk loaded";
+  } catch (io::FileError const& e) {
+    EXPECT_NE(std::string(e.what()).find("do not match their checksum"), std::string::npos) << e.what();
+    EXPECT_EQ(e.dataset(), "/weight");
+  }
+  // The rows outside the damaged chunk still read.
+  EXPECT_TRUE(same_bits(io::load_rows(path("t.h5"), 0, 192).weight, std::vector<float>(w.begin(), w.begin() + 192 * d)));
+  EXPECT_THROW(io::load_rows(path("t.h5"), 200, 1), io::FileError);
+}
+
+TEST_F(Io, HdfFiveErrorsDoNotReachStderr) {
+  std::ofstream(path("junk.h5")) << "not hdf5";
+  auto w = synthetic::uniform_floats(20000 * 8, 1);
+  io::save_table(path("cut.h5"), w.data(), config(20000, 8));
+  fs::resize_file(path("cut.h5"), fs::file_size(path("cut.h5")) / 2);
+  std::fflush(stderr);
+  int const saved = ::dup(2);
+  int const capture = ::open(path("stderr.txt").c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+  ::dup2(capture, 2);
+  for (auto const* name : {"junk.h5", "cut.h5", "missing.h5"}) EXPECT_THROW(io::load_table(path(name)), io::FileError);
+  EXPECT_THROW(io::read_table_dataset(path("cut.h5"), "nope"), io::FileError);
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  ::close(capture);
+  EXPECT_EQ(bytes_of(path("stderr.txt")), "");
+}
+
+// ---- run files -------------------------------------------------------------------
+
+io::RunFile sample_run() {
+  io::RunFile run;
+  run.rows = 300;
+  run.cols = 7;
+  run.gradient = special_table(run.rows, run.cols);
+  run.gradient[10] = std::numeric_limits<float>::infinity();
+  run.counts = synthetic::zipf_ids(1000, run.rows, 1.1, 3);
+  run.run_id = "2026-11-30T01:00:00Z-1234";
+  run.backend = "OpenMP";
+  run.threads = 2;
+  run.plan = "auto";
+  run.plan_used = "sort";
+  run.numeric_mode = "identical";
+  run.padding_idx = 0;
+  run.positions = 123456;
+  run.microbatches = 31;
+  run.microbatch_size = 4096;
+  run.inputs = {{"table", "/data/table.h5", io::sha256_hex("t", 1), 1000}, {"batch", "batch.h5", io::sha256_hex("b", 1), 2000}};
+  run.timings = {{"read_seconds", 0.5}, {"backward_seconds", 2.25}, {"write_seconds", 0.125}};
+  run.command_line_json = io::json_array({"kembed", "backward", "--table", "a \"b\"\n"});
+  run.configuration_json = "{\"microbatch\": 4096, \"plan\": \"auto\"}";
+  return run;
+}
+
+TEST_F(Io, RunFilesRoundTripBitForBit) {
+  auto const run = sample_run();
+  io::SaveOptions so;
+  so.deflate = true;
+  io::write_run(path("run.h5"), run, so);
+  auto const back = io::read_run(path("run.h5"));
+  EXPECT_TRUE(same_bits(back.gradient, run.gradient));
+  EXPECT_EQ(back.counts, run.counts);
+  EXPECT_EQ(back.gradient_sha256, io::sha256_hex(run.gradient.data(), run.gradient.size() * 4));
+  EXPECT_EQ(io::read_run_gradient_sha256(path("run.h5")), back.gradient_sha256);
+  EXPECT_EQ(back.run_id, run.run_id);
+  EXPECT_EQ(back.backend, run.backend);
+  EXPECT_EQ(back.threads, run.threads);
+  EXPECT_EQ(back.plan, run.plan);
+  EXPECT_EQ(back.plan_used, run.plan_used);
+  EXPECT_EQ(back.numeric_mode, run.numeric_mode);
+  EXPECT_EQ(back.padding_idx, run.padding_idx);
+  EXPECT_EQ(back.positions, run.positions);
+  EXPECT_EQ(back.microbatches, run.microbatches);
+  EXPECT_EQ(back.microbatch_size, run.microbatch_size);
+  ASSERT_EQ(back.inputs.size(), 2u);
+  EXPECT_EQ(back.inputs[0].role, "table");  // creation order, not alphabetical
+  EXPECT_EQ(back.inputs[1].path, "batch.h5");
+  EXPECT_EQ(back.inputs[1].sha256, run.inputs[1].sha256);
+  EXPECT_EQ(back.inputs[1].bytes, 2000);
+  EXPECT_EQ(back.timings, run.timings);
+  EXPECT_EQ(back.command_line_json, "[\"kembed\", \"backward\", \"--table\", \"a \\\"b\\\"\\n\"]");
+  EXPECT_EQ(back.configuration_json, run.configuration_json);
+  EXPECT_FALSE(back.created.empty());
+  EXPECT_EQ(io::file_format(path("run.h5")), "kembed-run-1");
+  EXPECT_THROW(io::load_table(path("run.h5")), io::FileError);
+}
+
+TEST_F(Io, ATamperedGradientIsCaughtByItsSha256) {
+  io::write_run(path("run.h5"), sample_run());
+  hid_t f = H5Fopen(path("run.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  hid_t d = H5Dopen2(f, "gradient", H5P_DEFAULT);
+  auto g = sample_run().gradient;
+  g[100] = 0.5f;  // a valid write through HDF5: the Fletcher32 checksums agree, the SHA-256 does not
+  H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, g.data());
+  H5Dclose(d), H5Fclose(f);
+  try {
+    io::read_run(path("run.h5"));
+    ADD_FAILURE() << "a changed gradient was accepted";
+  } catch (io::FileError const& e) {
+    EXPECT_NE(std::string(e.what()).find("does not match its SHA-256"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kembed
