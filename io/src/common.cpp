@@ -189,6 +189,20 @@ std::string required_string(hid_t obj, std::string const& path, char const* name
   return required(path, name, [&] { return h5::read_string(obj, name); });
 }
 
+std::string own_command_line() {
+  std::FILE* f = std::fopen("/proc/self/cmdline", "rb");
+  if (!f) return "";
+  std::string text;
+  char buffer[4096];
+  std::size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) text.append(buffer, n);
+  std::fclose(f);
+  while (!text.empty() && text.back() == '\0') text.pop_back();
+  for (auto& c : text)
+    if (c == '\0') c = ' ';
+  return text;
+}
+
 std::string utc_now_iso8601() {
   std::time_t const now = std::time(nullptr);
   std::tm tm{};

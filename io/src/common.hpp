@@ -45,5 +45,7 @@ std::int64_t required_int64(hid_t obj, std::string const& path, char const* name
 std::string required_string(hid_t obj, std::string const& path, char const* name);
 
 std::string utc_now_iso8601();
+// This process's command line, arguments joined by spaces ("" where unknown).
+std::string own_command_line();
 
 }  // namespace kembed::io::detail

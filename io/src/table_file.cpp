@@ -77,7 +77,7 @@ void save_table(std::string const& path, float const* weight, Config const& conf
     if (!file.valid()) throw std::runtime_error("cannot create it: " + h5::error_text());
     h5::write_string(file, "format", table_format);
     h5::write_string(file, "kembed_version", KEMBED_VERSION_STRING);
-    h5::write_string(file, "created_by", options.created_by);
+    h5::write_string(file, "created_by", options.created_by.empty() ? detail::own_command_line() : options.created_by);
     h5::write_int64(file, "num_embeddings", checked.num_embeddings);
     h5::write_int64(file, "embedding_dim", checked.embedding_dim);
     h5::write_int64(file, "padding_idx", checked.padding_idx);
