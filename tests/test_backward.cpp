@@ -225,6 +225,35 @@ TEST_P(Carry, InPlaceOnDeviceViews) {
   EXPECT_TRUE(same_bits(got, want));
 }
 
+TEST_P(Carry, InPlaceContinuesPastAnOverflowAndTouchesOnlyItsRows) {
+  // A sum that overflows to +-inf in one microbatch is carried on in place (the
+  // layer's own output is not re-checked), and the result is the unsplit one.
+  Batch b;
+  for (auto const& c : test::catalogue())
+    if (c.name == "overflow_to_inf") b = c;
+  ASSERT_EQ(b.name, "overflow_to_inf");
+  b.padding_idx = 2;
+  auto const want = reference::backward_identical(b.config(), IdsRef(b.ids), b.dy.data(), nullptr);
+  auto const table = test::table_for(b.rows, b.dim);
+  auto const layer = layer_for(b, GetParam(), Mode::identical, table);
+  Layer::matrix_type grad("grad", b.rows, b.dim);
+  TEST_EXECSPACE space;
+  for (std::int64_t p = 0; p < b.positions(); p += 5) {
+    std::int64_t const n = std::min<std::int64_t>(5, b.positions() - p);
+    Layer::ids64_type ids(Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(b.ids.data() + p, n));
+    Layer::const_matrix_type dy(Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+        b.dy.data() + p * b.dim, n, b.dim));
+    layer.backward(space, Kokkos::create_mirror_view_and_copy(Layer::memory_space(), ids),
+                   Kokkos::create_mirror_view_and_copy(Layer::memory_space(), dy), grad, grad);
+  }
+  std::vector<float> got(want.size());
+  Kokkos::deep_copy(Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(got.data(), b.rows, b.dim), grad);
+  EXPECT_TRUE(same_bits(got, want));
+  // A separate carry holding inf is still refused.
+  EXPECT_THROW(layer.backward(IdsRef(b.ids), FloatsRef(b.dy.data(), b.dy_shape()), FloatsRef(got.data(), Shape{b.rows, b.dim})),
+               NonFinite);
+}
+
 INSTANTIATE_TEST_SUITE_P(Plans, Carry, ::testing::ValuesIn(all_plans),
                          [](::testing::TestParamInfo<Plan> const& info) {
                            return std::string(info.param == Plan::automatic ? "auto" : to_string(info.param));

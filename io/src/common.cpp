@@ -1,5 +1,7 @@
 #include "common.hpp"
 
+#include "atomic_file.hpp"
+
 #include <kembed/core/shape.hpp>
 #include <kembed/core/validate.hpp>
 #include <kembed/io/error.hpp>
@@ -125,7 +127,7 @@ FloatMatrix open_float_matrix(hid_t file, std::string const& path, std::string c
 }
 
 void read_rows(FloatMatrix const& m, std::string const& path, std::string const& name, std::int64_t first,
-               std::int64_t count, float* out) {
+               std::int64_t count, float* out, bool finite) {
   if (count == 0) return;
   h5::Handle file_space = h5::dataspace(H5Dget_space(m.dataset));
   hsize_t const start[2] = {hsize_t(first), 0}, extent[2] = {hsize_t(count), hsize_t(m.cols)};
@@ -136,6 +138,7 @@ void read_rows(FloatMatrix const& m, std::string const& path, std::string const&
                                     " failed: the stored data do not match their checksum or cannot be decoded, "
                                     "so the file is damaged (HDF5: " + h5::error_text() + ")");
   }
+  if (!finite) return;
   std::int64_t const n = count * m.cols;
   std::int64_t const bad = first_non_finite(out, n);
   if (bad < n) {
@@ -146,8 +149,9 @@ void read_rows(FloatMatrix const& m, std::string const& path, std::string const&
   }
 }
 
-void write_matrix(hid_t loc, char const* name, hid_t file_type, hid_t mem_type, void const* data, std::int64_t rows,
-                  std::int64_t cols, SaveOptions const& options) {
+namespace {
+h5::Handle create_matrix(hid_t loc, char const* name, hid_t file_type, std::int64_t rows, std::int64_t cols,
+                         SaveOptions const& options) {
   std::int64_t const element = static_cast<std::int64_t>(H5Tget_size(file_type));
   std::int64_t chunk_rows = options.rows_per_chunk;
   if (chunk_rows <= 0) chunk_rows = std::max<std::int64_t>(1, (std::int64_t{1} << 20) / (element * std::max<std::int64_t>(cols, 1)));
@@ -165,8 +169,106 @@ void write_matrix(hid_t loc, char const* name, hid_t file_type, hid_t mem_type, 
   H5Pset_fletcher32(dcpl);  // last, so it checksums the bytes as stored
   h5::Handle dset = h5::dataset(H5Dcreate2(loc, name, file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
   if (!dset.valid()) throw std::runtime_error(std::string("creating dataset '") + name + "': " + h5::error_text());
-  if (H5Dwrite(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+  return dset;
+}
+
+void write_block(hid_t dset, char const* name, hid_t mem_type, std::int64_t first, std::int64_t count, void const* data) {
+  if (count == 0) return;
+  h5::Handle file_space = h5::dataspace(H5Dget_space(dset));
+  int const rank = H5Sget_simple_extent_ndims(file_space);
+  hsize_t dims[2] = {};
+  H5Sget_simple_extent_dims(file_space, dims, nullptr);
+  hsize_t const start[2] = {hsize_t(first), 0}, extent[2] = {hsize_t(count), rank == 2 ? dims[1] : 1};
+  H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, nullptr, extent, nullptr);
+  h5::Handle mem_space = h5::dataspace(H5Screate_simple(rank, extent, nullptr));
+  if (H5Dwrite(dset, mem_type, mem_space, file_space, H5P_DEFAULT, data) < 0)
     throw std::runtime_error(std::string("writing dataset '") + name + "': " + h5::error_text());
+}
+}  // namespace
+
+void write_matrix(hid_t loc, char const* name, hid_t file_type, hid_t mem_type, void const* data, std::int64_t rows,
+                  std::int64_t cols, SaveOptions const& options) {
+  auto dset = create_matrix(loc, name, file_type, rows, cols, options);
+  write_block(dset, name, mem_type, 0, rows, data);
+}
+
+h5::Handle open_int_vector(hid_t file, std::string const& path, std::string const& name, std::int64_t* size_out) {
+  if (!h5::exists(file, name)) throw FileError(path, name, "does not exist");
+  h5::Handle dset = h5::dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT));
+  if (!dset.valid()) throw FileError(path, name, "is not a dataset");
+  h5::Handle type = h5::datatype(H5Dget_type(dset));
+  h5::Handle space = h5::dataspace(H5Dget_space(dset));
+  if (H5Tget_class(type) != H5T_INTEGER) {
+    throw FileError(path, name, "holds " + h5::describe_type(type) +
+                                    "; ids must be integers (a float id is refused rather than truncated)");
+  }
+  if (H5Tget_size(type) > 8 || (H5Tget_size(type) == 8 && H5Tget_sign(type) == H5T_SGN_NONE))
+    throw FileError(path, name, "holds unsigned 64-bit integers; ids must be signed 64-bit or narrower");
+  int const rank = H5Sget_simple_extent_ndims(space);
+  hsize_t dims[H5S_MAX_RANK] = {};
+  H5Sget_simple_extent_dims(space, dims, nullptr);
+  if (rank != 1) {
+    throw FileError(path, name, "has rank " + std::to_string(rank) +
+                                    "; ids are 1-D (T,), positions in order (flatten them in C order)");
+  }
+  if (size_out) *size_out = static_cast<std::int64_t>(dims[0]);
+  return dset;
+}
+
+void read_ints(hid_t dataset, std::string const& path, std::string const& name, std::int64_t first,
+               std::int64_t count, std::int64_t* out) {
+  if (count == 0) return;
+  h5::Handle file_space = h5::dataspace(H5Dget_space(dataset));
+  hsize_t const start[1] = {hsize_t(first)}, extent[1] = {hsize_t(count)};
+  H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, nullptr, extent, nullptr);
+  h5::Handle mem_space = h5::dataspace(H5Screate_simple(1, extent, nullptr));
+  if (H5Dread(dataset, H5T_NATIVE_INT64, mem_space, file_space, H5P_DEFAULT, out) < 0) {
+    throw FileError(path, name, "reading positions " + std::to_string(first) + " to " +
+                                    std::to_string(first + count - 1) + " failed; the file is damaged (HDF5: " +
+                                    h5::error_text() + ")");
+  }
+}
+
+struct StreamingFile::Impl {
+  std::string path;
+  AtomicFile out;
+  h5::Handle file;
+  std::vector<std::pair<std::string, h5::Handle>> datasets;
+  explicit Impl(std::string p) : path(p), out(std::move(p)) {}
+  hid_t dataset(char const* name) {
+    for (auto& [n, d] : datasets)
+      if (n == name) return d;
+    throw std::logic_error(std::string("StreamingFile: no dataset ") + name);
+  }
+};
+
+StreamingFile::StreamingFile(std::string path, hid_t fcpl) : impl_(new Impl(std::move(path))) {
+  h5::Handle fapl = h5::compatible_fapl();
+  impl_->file = h5::file(H5Fcreate(impl_->out.temp_path().c_str(), H5F_ACC_TRUNC, fcpl, fapl));
+  if (!impl_->file.valid()) {
+    auto const text = h5::error_text();
+    delete impl_;
+    throw std::runtime_error("cannot create it: " + text);
+  }
+}
+
+StreamingFile::~StreamingFile() { delete impl_; }
+
+hid_t StreamingFile::root() const { return impl_->file; }
+
+void StreamingFile::create(char const* name, hid_t file_type, std::int64_t rows, std::int64_t cols,
+                           SaveOptions const& options) {
+  impl_->datasets.emplace_back(name, create_matrix(impl_->file, name, file_type, rows, cols, options));
+}
+
+void StreamingFile::write_rows(char const* name, hid_t mem_type, std::int64_t first, std::int64_t count, void const* data) {
+  write_block(impl_->dataset(name), name, mem_type, first, count, data);
+}
+
+void StreamingFile::commit() {
+  impl_->datasets.clear();
+  if (!impl_->file.close()) throw std::runtime_error("closing (flushing) it failed: " + h5::error_text());
+  impl_->out.commit();
 }
 
 namespace {

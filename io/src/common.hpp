@@ -30,9 +30,32 @@ FloatMatrix open_float_matrix(hid_t file, std::string const& path, std::string c
 void check_size(std::string const& path, std::string const& name, std::int64_t rows, std::int64_t cols,
                 std::int64_t element_bytes);
 
-// Reads rows [first, first + count) into out (count x cols floats) and refuses NaN/inf.
+// Reads rows [first, first + count) into out (count x cols floats); refuses NaN/inf
+// when `finite` (tables), keeps them otherwise (gradients may overflow to inf).
 void read_rows(FloatMatrix const& m, std::string const& path, std::string const& name, std::int64_t first,
-               std::int64_t count, float* out);
+               std::int64_t count, float* out, bool finite = true);
+
+// Reads a 1-D integer dataset's elements [first, first + count) as int64; refuses
+// other types and ranks. `size_out` (if given) receives the dataset's length.
+h5::Handle open_int_vector(hid_t file, std::string const& path, std::string const& name, std::int64_t* size_out);
+void read_ints(hid_t dataset, std::string const& path, std::string const& name, std::int64_t first,
+               std::int64_t count, std::int64_t* out);
+
+// A file written crash-safely (AtomicFile) whose datasets are filled in row blocks.
+class StreamingFile {
+ public:
+  StreamingFile(std::string path, hid_t fcpl = H5P_DEFAULT);
+  ~StreamingFile();
+  hid_t root() const;
+  // A chunked, checksummed dataset of rows x cols (cols = 0: 1-D), filled later.
+  void create(char const* name, hid_t file_type, std::int64_t rows, std::int64_t cols, SaveOptions const& options);
+  void write_rows(char const* name, hid_t mem_type, std::int64_t first, std::int64_t count, void const* data);
+  void commit();  // close, fsync, rename
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
 
 // Writes a chunked (rows_per_chunk x cols), Fletcher32-checksummed dataset of
 // `file_type` (H5T_IEEE_F32LE, H5T_STD_I64LE) from `mem_type` data; cols = 0

@@ -153,7 +153,10 @@ class Embedding {
   }
 
   // View overloads. `grad` receives the result; it may be the same view as
-  // `carry` to continue in place. Empty `carry` / `counts` views mean none.
+  // `carry` to continue in place, which then touches only the rows this call's
+  // ids hit (plus the padding row), and does not re-check the carry for +-inf
+  // (an overflowed sum is a legitimate state). Empty `carry` / `counts` views
+  // mean none.
   void backward(ExecutionSpace const& space, ids32_type const& ids, const_matrix_type const& dy,
                 matrix_type const& grad, const_matrix_type const& carry = {}, counts_type const& counts = {}) const {
     backward_impl(space, ids, dy, grad, carry, counts);
@@ -262,7 +265,10 @@ class Embedding {
     }
     detail::check_ids(space, ids, v);
     detail::check_finite(space, dy, "dy", "position");
-    if (has_carry) detail::check_finite(space, carry, "carry", "row");
+    // A carry given as `grad` itself continues this layer's own output, which may
+    // hold +-inf where a sum overflowed; only a separate carry is checked.
+    bool const in_place = has_carry && carry.data() == grad.data();
+    if (has_carry && !in_place) detail::check_finite(space, carry, "carry", "row");
 
     auto const pad = config_.padding_idx;
     auto const concurrency = static_cast<std::int64_t>(space.concurrency());

@@ -14,11 +14,20 @@ void backward_fast(ExecutionSpace const& space, IdView const& ids, Dy const& dy,
   std::int64_t const t = ids.extent(0);
   bool const has_carry = carry.data() != nullptr;
   bool const has_counts = counts.data() != nullptr;
-  Kokkos::parallel_for(
-      "kembed::backward_fast::init", Range<ExecutionSpace>(space, 0, v), KOKKOS_LAMBDA(std::int64_t r) {
-        for (std::int64_t c = 0; c < d; ++c) grad(r, c) = (has_carry && r != padding_idx) ? carry(r, c) : 0.0f;
-        if (has_counts) counts(r) = 0;
-      });
+  bool const in_place = has_carry && carry.data() == grad.data();
+  if (!in_place || has_counts) {
+    Kokkos::parallel_for(
+        "kembed::backward_fast::init", Range<ExecutionSpace>(space, 0, v), KOKKOS_LAMBDA(std::int64_t r) {
+          if (!in_place)
+            for (std::int64_t c = 0; c < d; ++c) grad(r, c) = (has_carry && r != padding_idx) ? carry(r, c) : 0.0f;
+          if (has_counts) counts(r) = 0;
+        });
+  }
+  if (in_place && padding_idx >= 0) {
+    Kokkos::parallel_for(
+        "kembed::backward_fast::padding", Range<ExecutionSpace>(space, 0, d),
+        KOKKOS_LAMBDA(std::int64_t c) { grad(padding_idx, c) = 0.0f; });
+  }
   Kokkos::parallel_for(
       "kembed::backward_fast", Range<ExecutionSpace>(space, 0, t), KOKKOS_LAMBDA(std::int64_t p) {
         auto const r = static_cast<std::int64_t>(ids(p));

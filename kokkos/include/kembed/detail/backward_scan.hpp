@@ -15,13 +15,16 @@ void backward_scan(ExecutionSpace const& space, IdView const& ids, Dy const& dy,
   std::int64_t const t = ids.extent(0);
   bool const has_carry = carry.data() != nullptr;
   bool const has_counts = counts.data() != nullptr;
+  bool const in_place = has_carry && carry.data() == grad.data();
   Kokkos::parallel_for(
       "kembed::backward_scan", Range<ExecutionSpace>(space, 0, blocks), KOKKOS_LAMBDA(std::int64_t b) {
         std::int64_t const lo = part_begin(v, blocks, b);
         std::int64_t const hi = part_begin(v, blocks, b + 1);
-        // grad may alias carry: each element is read before this thread writes it.
+        // In place, the rows already hold the carry; else each element is read
+        // (from carry) before this thread writes it.
         for (std::int64_t r = lo; r < hi; ++r) {
-          for (std::int64_t c = 0; c < d; ++c) grad(r, c) = has_carry ? carry(r, c) : 0.0f;
+          if (!in_place)
+            for (std::int64_t c = 0; c < d; ++c) grad(r, c) = has_carry ? carry(r, c) : 0.0f;
           if (has_counts) counts(r) = 0;
         }
         for (std::int64_t p = 0; p < t; ++p) {

@@ -19,6 +19,7 @@ void fold_identical(ExecutionSpace const& space, Index const& index, Dy const& d
   std::int64_t const d = grad.extent(1);
   std::int64_t const tiles = (d + fold_tile - 1) / fold_tile;
   bool const has_carry = carry.data() != nullptr;
+  bool const in_place = has_carry && carry.data() == grad.data();
   auto const offsets = index.offsets;
   auto const positions = index.positions;
   Kokkos::parallel_for(
@@ -30,6 +31,7 @@ void fold_identical(ExecutionSpace const& space, Index const& index, Dy const& d
           for (std::int64_t k = 0; k < n; ++k) grad(r, c0 + k) = 0.0f;
           return;
         }
+        if (in_place && offsets(r) == offsets(r + 1)) return;  // already holds its carry
         float acc[fold_tile];
         for (std::int64_t k = 0; k < n; ++k) acc[k] = has_carry ? carry(r, c0 + k) : 0.0f;
         std::int64_t const end = offsets(r + 1);
@@ -52,6 +54,7 @@ void fold_pairwise(ExecutionSpace const& space, Index const& index, Dy const& dy
   std::int64_t const d = grad.extent(1);
   std::int64_t const tiles = (d + pairwise_tile - 1) / pairwise_tile;
   bool const has_carry = carry.data() != nullptr;
+  bool const in_place = has_carry && carry.data() == grad.data();
   auto const offsets = index.offsets;
   auto const positions = index.positions;
   Kokkos::parallel_for(
@@ -64,6 +67,7 @@ void fold_pairwise(ExecutionSpace const& space, Index const& index, Dy const& dy
           return;
         }
         std::int64_t const begin = offsets(r), end = offsets(r + 1);
+        if (in_place && begin == end) return;  // already holds its carry
         float stack[64][pairwise_tile];
         int top = -1;
         for (std::int64_t j = begin; j < end; ++j) {

@@ -1,0 +1,226 @@
+#include "common.hpp"
+
+#include <kembed/core/validate.hpp>
+#include <kembed/io/error.hpp>
+#include <kembed/io/job_files.hpp>
+#include <kembed/version.hpp>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace kembed::io {
+
+// ---- batch files ------------------------------------------------------------------
+
+struct BatchReader::Impl {
+  std::string path, ids_name, dy_name;
+  h5::Handle file, ids;
+  detail::FloatMatrix dy;
+  BatchInfo info;
+};
+
+BatchReader::BatchReader(std::string const& path, bool need_dy, std::string ids_dataset, std::string dy_dataset)
+    : impl_(std::make_unique<Impl>()) {
+  h5::Quiet quiet;
+  auto& m = *impl_;
+  m.path = path;
+  m.ids_name = ids_dataset.empty() || ids_dataset[0] == '/' ? ids_dataset : "/" + ids_dataset;
+  m.dy_name = dy_dataset.empty() || dy_dataset[0] == '/' ? dy_dataset : "/" + dy_dataset;
+  m.file = detail::open_for_reading(path);
+  if (h5::has_attribute(m.file, "format")) {
+    detail::check_format(m.file, path, "kembed-batch", 1, "batch");
+    m.info.kembed_format = true;
+    m.info.meta.num_embeddings = h5::read_int64(m.file, "num_embeddings").value_or(0);
+    m.info.meta.source = h5::read_string(m.file, "source").value_or("");
+    m.info.meta.seed = static_cast<std::uint64_t>(h5::read_int64(m.file, "seed").value_or(0));
+  }
+  m.ids = detail::open_int_vector(m.file, path, m.ids_name, &m.info.positions);
+  if (m.info.positions < 1) throw FileError(path, m.ids_name, "holds no positions; a batch needs at least one id");
+  if (need_dy) {
+    m.dy = detail::open_float_matrix(m.file, path, m.dy_name, false);
+    if (m.dy.rows != m.info.positions) {
+      throw FileError(path, m.dy_name, "has " + std::to_string(m.dy.rows) + " rows but '" + m.ids_name + "' has " +
+                                           std::to_string(m.info.positions) + " positions; dy must be (T, d)");
+    }
+    m.info.dim = m.dy.cols;
+  }
+}
+
+BatchReader::~BatchReader() = default;
+BatchReader::BatchReader(BatchReader&&) noexcept = default;
+BatchInfo const& BatchReader::info() const noexcept { return impl_->info; }
+
+void BatchReader::read(std::int64_t first, std::int64_t count, std::int64_t* ids, float* dy) const {
+  h5::Quiet quiet;
+  auto const& m = *impl_;
+  if (first < 0 || count < 0 || first + count > m.info.positions)
+    throw std::out_of_range("BatchReader::read: positions beyond the batch");
+  if (ids) detail::read_ints(m.ids, m.path, m.ids_name, first, count, ids);
+  if (dy) {
+    detail::read_rows(m.dy, m.path, m.dy_name, first, count, dy, false);
+    auto const n = count * m.dy.cols;
+    auto const bad = first_non_finite(dy, n);
+    if (bad < n) {
+      float const value = dy[bad];
+      throw FileError(m.path, m.dy_name, std::string("holds ") + (std::isnan(value) ? "NaN" : value > 0 ? "+inf" : "-inf") +
+                                             " at position " + std::to_string(first + bad / m.dy.cols) + ", column " +
+                                             std::to_string(bad % m.dy.cols) + "; dy must be finite");
+    }
+  }
+}
+
+struct BatchWriter::Impl {
+  std::string path;
+  detail::StreamingFile file;
+  Impl(std::string const& p) : path(p), file(p) {}
+};
+
+BatchWriter::BatchWriter(std::string const& path, std::int64_t positions, std::int64_t dim, BatchMeta const& meta,
+                         SaveOptions const& options) {
+  h5::Quiet quiet;
+  if (positions < 1 || dim < 1)
+    throw InvalidArgument("batch", "a batch needs positions >= 1 and dim >= 1, got " + std::to_string(positions) +
+                                       " and " + std::to_string(dim));
+  try {
+    impl_ = std::make_unique<Impl>(path);
+    auto root = impl_->file.root();
+    h5::write_string(root, "format", batch_format);
+    h5::write_string(root, "kembed_version", KEMBED_VERSION_STRING);
+    h5::write_string(root, "created_by", options.created_by.empty() ? detail::own_command_line() : options.created_by);
+    h5::write_int64(root, "num_embeddings", meta.num_embeddings);
+    h5::write_string(root, "source", meta.source);
+    h5::write_int64(root, "seed", static_cast<std::int64_t>(meta.seed));
+    impl_->file.create("ids", H5T_STD_I64LE, positions, 0, options);
+    impl_->file.create("dy", H5T_IEEE_F32LE, positions, dim, options);
+  } catch (std::runtime_error const& e) {
+    throw IoFailure(path, std::string("writing the batch failed: ") + e.what());
+  }
+}
+
+BatchWriter::~BatchWriter() = default;
+
+void BatchWriter::write(std::int64_t first, std::int64_t count, std::int64_t const* ids, float const* dy) {
+  h5::Quiet quiet;
+  try {
+    impl_->file.write_rows("ids", H5T_NATIVE_INT64, first, count, ids);
+    impl_->file.write_rows("dy", H5T_NATIVE_FLOAT, first, count, dy);
+  } catch (std::runtime_error const& e) {
+    throw IoFailure(impl_->path, std::string("writing the batch failed, nothing was saved: ") + e.what());
+  }
+}
+
+void BatchWriter::commit() {
+  h5::Quiet quiet;
+  try {
+    impl_->file.commit();
+  } catch (std::runtime_error const& e) {
+    throw IoFailure(impl_->path, std::string("writing the batch failed, nothing was saved: ") + e.what());
+  }
+}
+
+// ---- forward outputs --------------------------------------------------------------
+
+struct ForwardWriter::Impl {
+  std::string path;
+  detail::StreamingFile file;
+  Impl(std::string const& p) : path(p), file(p) {}
+};
+
+ForwardWriter::ForwardWriter(std::string const& path, std::int64_t positions, std::int64_t dim,
+                             std::string const& table_sha256, std::string const& ids_sha256, SaveOptions const& options) {
+  h5::Quiet quiet;
+  try {
+    impl_ = std::make_unique<Impl>(path);
+    auto root = impl_->file.root();
+    h5::write_string(root, "format", forward_format);
+    h5::write_string(root, "kembed_version", KEMBED_VERSION_STRING);
+    h5::write_string(root, "created_by", options.created_by.empty() ? detail::own_command_line() : options.created_by);
+    h5::write_string(root, "table_sha256", table_sha256);
+    h5::write_string(root, "ids_sha256", ids_sha256);
+    impl_->file.create("y", H5T_IEEE_F32LE, positions, dim, options);
+  } catch (std::runtime_error const& e) {
+    throw IoFailure(path, std::string("writing the output failed: ") + e.what());
+  }
+}
+
+ForwardWriter::~ForwardWriter() = default;
+
+void ForwardWriter::write(std::int64_t first, std::int64_t count, float const* y) {
+  h5::Quiet quiet;
+  try {
+    impl_->file.write_rows("y", H5T_NATIVE_FLOAT, first, count, y);
+  } catch (std::runtime_error const& e) {
+    throw IoFailure(impl_->path, std::string("writing the output failed, nothing was saved: ") + e.what());
+  }
+}
+
+void ForwardWriter::commit() {
+  h5::Quiet quiet;
+  try {
+    impl_->file.commit();
+  } catch (std::runtime_error const& e) {
+    throw IoFailure(impl_->path, std::string("writing the output failed, nothing was saved: ") + e.what());
+  }
+}
+
+// ---- checkpoints ------------------------------------------------------------------
+
+void write_checkpoint(std::string const& path, Checkpoint const& c) {
+  h5::Quiet quiet;
+  try {
+    detail::StreamingFile file(path);
+    auto root = file.root();
+    h5::write_string(root, "format", checkpoint_format);
+    h5::write_string(root, "kembed_version", KEMBED_VERSION_STRING);
+    h5::write_int64(root, "position", c.position);
+    h5::write_int64(root, "microbatches", c.microbatches);
+    h5::write_int64(root, "microbatch_size", c.microbatch_size);
+    h5::write_string(root, "table_sha256", c.table_sha256);
+    h5::write_string(root, "batch_sha256", c.batch_sha256);
+    h5::write_string(root, "plan", c.plan);
+    h5::write_string(root, "numeric_mode", c.numeric_mode);
+    h5::write_int64(root, "padding_idx", c.padding_idx);
+    h5::write_double(root, "elapsed_seconds", c.elapsed_seconds);
+    h5::write_int64(root, "num_embeddings", c.rows);
+    h5::write_int64(root, "embedding_dim", c.cols);
+    SaveOptions plain;
+    file.create("gradient", H5T_IEEE_F32LE, c.rows, c.cols, plain);
+    file.write_rows("gradient", H5T_NATIVE_FLOAT, 0, c.rows, c.gradient.data());
+    file.create("counts", H5T_STD_I64LE, c.rows, 0, plain);
+    file.write_rows("counts", H5T_NATIVE_INT64, 0, c.rows, c.counts.data());
+    file.commit();
+  } catch (std::runtime_error const& e) {
+    throw IoFailure(path, std::string("writing the checkpoint failed, the previous one stays: ") + e.what());
+  }
+}
+
+Checkpoint read_checkpoint(std::string const& path) {
+  h5::Quiet quiet;
+  auto file = detail::open_for_reading(path);
+  detail::check_format(file, path, "kembed-checkpoint", 1, "checkpoint");
+  Checkpoint c;
+  c.position = detail::required_int64(file, path, "position");
+  c.microbatches = detail::required_int64(file, path, "microbatches");
+  c.microbatch_size = detail::required_int64(file, path, "microbatch_size");
+  c.table_sha256 = detail::required_string(file, path, "table_sha256");
+  c.batch_sha256 = detail::required_string(file, path, "batch_sha256");
+  c.plan = detail::required_string(file, path, "plan");
+  c.numeric_mode = detail::required_string(file, path, "numeric_mode");
+  c.padding_idx = detail::required_int64(file, path, "padding_idx");
+  c.elapsed_seconds = h5::read_double(file, "elapsed_seconds").value_or(0.0);
+  c.rows = detail::required_int64(file, path, "num_embeddings");
+  c.cols = detail::required_int64(file, path, "embedding_dim");
+  auto g = detail::open_float_matrix(file, path, "/gradient", false);
+  if (g.rows != c.rows || g.cols != c.cols) throw FileError(path, "/gradient", "does not match the attributes' shape");
+  detail::check_size(path, "/gradient", c.rows, c.cols, 4);
+  c.gradient.resize(static_cast<std::size_t>(c.rows * c.cols));
+  detail::read_rows(g, path, "/gradient", 0, c.rows, c.gradient.data(), false);
+  std::int64_t n = 0;
+  auto counts = detail::open_int_vector(file, path, "/counts", &n);
+  if (n != c.rows) throw FileError(path, "/counts", "does not hold one count per row");
+  c.counts.resize(static_cast<std::size_t>(n));
+  detail::read_ints(counts, path, "/counts", 0, n, c.counts.data());
+  return c;
+}
+
+}  // namespace kembed::io
