@@ -38,7 +38,7 @@ std::vector<std::int64_t> zipf_ids(std::int64_t num_embeddings, std::int64_t pos
 std::vector<float> uniform_floats(std::int64_t n, std::uint64_t seed) {
   Rng rng(seed);
   std::vector<float> out(static_cast<std::size_t>(n));
-  for (auto& x : out) x = static_cast<float>(static_cast<std::int64_t>(rng.next() >> 40) - (1 << 23)) * 0x1p-23f;
+  for (auto& x : out) x = rng.uniform_float();
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
 
@@ -41,6 +42,10 @@ AtomicFile::AtomicFile(std::string target) : target_(std::move(target)) {
   buffer.push_back('\0');
   int const fd = ::mkstemp(buffer.data());
   if (fd < 0) throw IoFailure(target_, "cannot create a temporary file in " + folder_of(target_) + ": " + errno_text());
+  // mkstemp makes the file 0600; give it the permissions any new file would get.
+  mode_t const mask = ::umask(0);
+  ::umask(mask);
+  ::fchmod(fd, 0666 & ~mask);
   ::close(fd);
   temp_ = buffer.data();
 }

@@ -161,6 +161,7 @@ h5::Handle create_matrix(hid_t loc, char const* name, hid_t file_type, std::int6
   int const rank = cols > 0 ? 2 : 1;
   h5::Handle space = h5::dataspace(H5Screate_simple(rank, dims, nullptr));
   h5::Handle dcpl = h5::plist(H5Pcreate(H5P_DATASET_CREATE));
+  H5Pset_obj_track_times(dcpl, false);  // no timestamps: the same data give the same file bytes
   H5Pset_chunk(dcpl, rank, chunk);
   if (options.deflate) {
     H5Pset_shuffle(dcpl);
@@ -242,8 +243,9 @@ struct StreamingFile::Impl {
   }
 };
 
-StreamingFile::StreamingFile(std::string path, hid_t fcpl) : impl_(new Impl(std::move(path))) {
+StreamingFile::StreamingFile(std::string path) : impl_(new Impl(std::move(path))) {
   h5::Handle fapl = h5::compatible_fapl();
+  h5::Handle fcpl = h5::reproducible_fcpl();
   impl_->file = h5::file(H5Fcreate(impl_->out.temp_path().c_str(), H5F_ACC_TRUNC, fcpl, fapl));
   if (!impl_->file.valid()) {
     auto const text = h5::error_text();

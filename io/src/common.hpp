@@ -44,7 +44,7 @@ void read_ints(hid_t dataset, std::string const& path, std::string const& name, 
 // A file written crash-safely (AtomicFile) whose datasets are filled in row blocks.
 class StreamingFile {
  public:
-  StreamingFile(std::string path, hid_t fcpl = H5P_DEFAULT);
+  explicit StreamingFile(std::string path);
   ~StreamingFile();
   hid_t root() const;
   // A chunked, checksummed dataset of rows x cols (cols = 0: 1-D), filled later.

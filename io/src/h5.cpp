@@ -35,6 +35,13 @@ Handle compatible_fapl() {
   return fapl;
 }
 
+Handle reproducible_fcpl() {
+  Handle fcpl = plist(H5Pcreate(H5P_FILE_CREATE));
+  H5Pset_obj_track_times(fcpl, false);
+  H5Pset_attr_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+  return fcpl;
+}
+
 namespace {
 Handle vlen_utf8() {
   Handle t = datatype(H5Tcopy(H5T_C_S1));
@@ -134,7 +141,9 @@ std::optional<double> read_double(hid_t obj, char const* name) {
 void write_string_dataset(hid_t loc, char const* name, std::string const& value) {
   Handle type = vlen_utf8();
   Handle space = dataspace(H5Screate(H5S_SCALAR));
-  Handle dset = dataset(H5Dcreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  Handle dcpl = plist(H5Pcreate(H5P_DATASET_CREATE));
+  H5Pset_obj_track_times(dcpl, false);
+  Handle dset = dataset(H5Dcreate2(loc, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
   if (!dset.valid()) throw std::runtime_error(std::string("creating dataset '") + name + "': " + error_text());
   char const* p = value.c_str();
   check(H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), name);
@@ -145,6 +154,45 @@ std::string read_string_dataset(hid_t loc, char const* name) {
   if (!dset.valid()) throw std::runtime_error(std::string("no dataset '") + name + "'");
   Handle type = datatype(H5Dget_type(dset));
   return read_any_string(type, [&](hid_t mem, void* buf) { return H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); });
+}
+
+namespace {
+#if H5_VERSION_GE(1, 12, 0)
+herr_t add_link_name(hid_t, char const* name, H5L_info2_t const*, void* out) {
+#else
+herr_t add_link_name(hid_t, char const* name, H5L_info_t const*, void* out) {
+#endif
+  static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+  return 0;
+}
+herr_t add_attribute_name(hid_t, char const* name, H5A_info_t const*, void* out) {
+  static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+  return 0;
+}
+}  // namespace
+
+std::vector<std::string> attribute_names(hid_t obj) {
+  std::vector<std::string> names;
+  hsize_t index = 0;
+  if (H5Aiterate2(obj, H5_INDEX_CRT_ORDER, H5_ITER_INC, &index, add_attribute_name, &names) < 0) {
+    error_text();  // no creation order here: by name
+    names.clear();
+    index = 0;
+    H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, &index, add_attribute_name, &names);
+  }
+  return names;
+}
+
+std::vector<std::string> link_names(hid_t group) {
+  std::vector<std::string> names;
+  hsize_t index = 0;
+  if (H5Literate(group, H5_INDEX_CRT_ORDER, H5_ITER_INC, &index, add_link_name, &names) < 0) {
+    error_text();
+    names.clear();
+    index = 0;
+    H5Literate(group, H5_INDEX_NAME, H5_ITER_INC, &index, add_link_name, &names);
+  }
+  return names;
 }
 
 bool exists(hid_t file, std::string const& path) {

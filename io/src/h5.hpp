@@ -77,6 +77,9 @@ std::string error_text();
 
 // A file access property list that writes formats HDF5 1.8+ (and so 1.10) reads.
 Handle compatible_fapl();
+// A file creation property list without object timestamps (so the same content
+// gives the same bytes) and with the root's attributes kept in creation order.
+Handle reproducible_fcpl();
 
 // Attributes (scalar): strings are variable-length UTF-8, as h5py writes them.
 void write_string(hid_t obj, char const* name, std::string const& value);
@@ -92,6 +95,11 @@ std::optional<double> read_double(hid_t obj, char const* name);
 // A scalar string dataset (for long provenance texts).
 void write_string_dataset(hid_t loc, char const* name, std::string const& value);
 std::string read_string_dataset(hid_t loc, char const* name);
+
+// Names of an object's attributes and of a group's links, in creation order where
+// the file tracks it, else by name.
+std::vector<std::string> attribute_names(hid_t obj);
+std::vector<std::string> link_names(hid_t group);
 
 // Whether `path` names an existing object (every link on the way must exist).
 bool exists(hid_t file, std::string const& path);

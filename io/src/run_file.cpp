@@ -27,6 +27,7 @@ h5::Handle ordered_group(hid_t loc, char const* name) {
   h5::Handle gcpl = h5::plist(H5Pcreate(H5P_GROUP_CREATE));
   H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
   H5Pset_attr_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+  H5Pset_obj_track_times(gcpl, false);
   h5::Handle g = h5::group(H5Gcreate2(loc, name, H5P_DEFAULT, gcpl, H5P_DEFAULT));
   if (!g.valid()) throw std::runtime_error(std::string("creating group '") + name + "': " + h5::error_text());
   return g;
@@ -85,8 +86,7 @@ void write_run(std::string const& path, RunFile const& run, SaveOptions const& o
   AtomicFile out(path);
   try {
     h5::Handle fapl = h5::compatible_fapl();
-    h5::Handle fcpl = h5::plist(H5Pcreate(H5P_FILE_CREATE));
-    H5Pset_attr_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+    h5::Handle fcpl = h5::reproducible_fcpl();
     h5::Handle file = h5::file(H5Fcreate(out.temp_path().c_str(), H5F_ACC_TRUNC, fcpl, fapl));
     if (!file.valid()) throw std::runtime_error("cannot create it: " + h5::error_text());
     h5::write_string(file, "format", run_format);
@@ -129,50 +129,7 @@ void write_run(std::string const& path, RunFile const& run, SaveOptions const& o
   out.commit();
 }
 
-namespace {
-
-struct NameList {
-  std::vector<std::string> names;
-};
-
-herr_t add_link(hid_t, char const* name, H5L_info_t const*, void* out) {
-  static_cast<NameList*>(out)->names.emplace_back(name);
-  return 0;
-}
-
-herr_t add_attribute(hid_t, char const* name, H5A_info_t const*, void* out) {
-  static_cast<NameList*>(out)->names.emplace_back(name);
-  return 0;
-}
-
-// Links and attributes in creation order where the file tracks it, else by name.
-NameList links_of(hid_t group) {
-  NameList list;
-  hsize_t index = 0;
-  if (H5Literate(group, H5_INDEX_CRT_ORDER, H5_ITER_INC, &index, add_link, &list) < 0) {
-    h5::error_text();
-    list.names.clear();
-    index = 0;
-    H5Literate(group, H5_INDEX_NAME, H5_ITER_INC, &index, add_link, &list);
-  }
-  return list;
-}
-
-NameList attributes_of(hid_t obj) {
-  NameList list;
-  hsize_t index = 0;
-  if (H5Aiterate2(obj, H5_INDEX_CRT_ORDER, H5_ITER_INC, &index, add_attribute, &list) < 0) {
-    h5::error_text();
-    list.names.clear();
-    index = 0;
-    H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, &index, add_attribute, &list);
-  }
-  return list;
-}
-
-}  // namespace
-
-RunFile read_run(std::string const& path) {
+RunFile read_run(std::string const& path, bool with_gradient) {
   h5::Quiet quiet;
   auto file = detail::open_for_reading(path);
   detail::check_format(file, path, "kembed-run", 1, "run");
@@ -202,6 +159,7 @@ RunFile read_run(std::string const& path) {
                                            std::to_string(run.rows) + ", " + std::to_string(run.cols) + ")");
   }
   detail::check_size(path, "/gradient", run.rows, run.cols, 4);
+  if (with_gradient) {
   run.gradient.resize(static_cast<std::size_t>(run.rows * run.cols));
   // A gradient may hold infinities (a sum can overflow); read it without the table's finite check.
   {
@@ -212,6 +170,7 @@ RunFile read_run(std::string const& path) {
   if (gradient_sha256(run.gradient) != run.gradient_sha256) {
     throw FileError(path, "/gradient", "does not match its SHA-256 (attribute gradient_sha256 = " +
                                            run.gradient_sha256 + "): the gradient was changed after the run wrote it");
+  }
   }
 
   if (!h5::exists(file, "/counts")) throw FileError(path, "/counts", "does not exist");
@@ -229,7 +188,7 @@ RunFile read_run(std::string const& path) {
 
   if (h5::exists(file, "/inputs")) {
     h5::Handle inputs = h5::group(H5Gopen2(file, "/inputs", H5P_DEFAULT));
-    for (auto const& role : links_of(inputs).names) {
+    for (auto const& role : h5::link_names(inputs)) {
       h5::Handle g = h5::group(H5Gopen2(inputs, role.c_str(), H5P_DEFAULT));
       InputIdentity in;
       in.role = role;
@@ -241,7 +200,7 @@ RunFile read_run(std::string const& path) {
   }
   if (h5::exists(file, "/timings")) {
     h5::Handle timings = h5::group(H5Gopen2(file, "/timings", H5P_DEFAULT));
-    for (auto const& name : attributes_of(timings).names)
+    for (auto const& name : h5::attribute_names(timings))
       run.timings.emplace_back(name, attribute(path, name.c_str(), [&] { return h5::read_double(timings, name.c_str()).value_or(0.0); }));
   }
   if (h5::exists(file, "/provenance")) {

@@ -73,7 +73,8 @@ void save_table(std::string const& path, float const* weight, Config const& conf
   AtomicFile out(path);
   try {
     h5::Handle fapl = h5::compatible_fapl();
-    h5::Handle file = h5::file(H5Fcreate(out.temp_path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl));
+    h5::Handle fcpl = h5::reproducible_fcpl();
+    h5::Handle file = h5::file(H5Fcreate(out.temp_path().c_str(), H5F_ACC_TRUNC, fcpl, fapl));
     if (!file.valid()) throw std::runtime_error("cannot create it: " + h5::error_text());
     h5::write_string(file, "format", table_format);
     h5::write_string(file, "kembed_version", KEMBED_VERSION_STRING);

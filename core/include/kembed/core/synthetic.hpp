@@ -19,6 +19,10 @@ class Rng {
   }
   double uniform() noexcept { return static_cast<double>(next() >> 11) * 0x1p-53; }  // [0, 1)
   std::int64_t below(std::int64_t n) noexcept { return static_cast<std::int64_t>(uniform() * static_cast<double>(n)); }
+  // A float uniform on [-1, 1) with 24 random bits (exact in binary32).
+  float uniform_float() noexcept {
+    return static_cast<float>(static_cast<std::int64_t>(next() >> 40) - (std::int64_t{1} << 23)) * 0x1p-23f;
+  }
 
  private:
   std::uint64_t state_;

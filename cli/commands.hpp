@@ -1,0 +1,68 @@
+#pragma once
+// The subcommands of `kembed`. Each returns an exit status (console.hpp) and
+// throws kembed errors for main() to report.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kembed::cli {
+
+struct BackwardArgs {
+  std::string table, batch, out;
+  std::string ids_dataset = "ids", dy_dataset = "dy";
+  std::int64_t microbatch = 65536;
+  std::optional<std::string> plan, mode;
+  std::optional<std::int64_t> padding_idx;  // overrides the table file's
+  bool no_padding = false;
+  std::int64_t checkpoint_every = 0;  // positions; 0: no checkpoints
+  std::string checkpoint;             // default: <out>.checkpoint
+  bool resume = false;
+  bool deflate = false;
+  std::string run_id;
+  std::vector<std::string> command_line;
+};
+
+struct ForwardArgs {
+  std::string table, ids, out;
+  std::string ids_dataset = "ids";
+  std::int64_t microbatch = 65536;
+};
+
+struct DiffArgs {
+  std::string a, b;
+  bool json = false;
+  std::int64_t rows = 10;  // differing rows listed
+};
+
+struct MakeBatchArgs {
+  std::string out;
+  std::string tokens;               // a text file of whitespace-separated ids
+  std::int64_t zipf_rows = 0;       // or a Zipf(1.1) stream over this many rows
+  std::int64_t positions = 0;       // 0: the whole token stream
+  std::int64_t repeat = 1;          // the token stream this many times
+  std::int64_t dim = 0;
+  std::int64_t vocab = 0;           // 0: the largest id + 1
+  std::uint64_t seed = 1;
+};
+
+struct MakeTableArgs {
+  std::string out;
+  std::int64_t rows = 0, dim = 0;
+  std::uint64_t seed = 1;
+  std::optional<std::int64_t> padding_idx;
+  std::string plan = "auto", mode = "identical";
+};
+
+// Backend-dependent commands, run on the execution space `Space`.
+template <class Space>
+int backward(BackwardArgs const& args);
+template <class Space>
+int forward(ForwardArgs const& args);
+
+int diff(DiffArgs const& args);
+int info(std::string const& path);
+int make_batch(MakeBatchArgs const& args);
+int make_table(MakeTableArgs const& args);
+
+}  // namespace kembed::cli

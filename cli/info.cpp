@@ -1,0 +1,69 @@
+// kembed info: what a file holds, its format and provenance. Any HDF5 file is
+// described; kembed's own formats get their meaning spelled out first.
+#include "commands.hpp"
+#include "console.hpp"
+
+#include <kembed/io/describe.hpp>
+#include <kembed/io/job_files.hpp>
+#include <kembed/io/run_file.hpp>
+#include <kembed/io/table_file.hpp>
+
+#include <cstdio>
+
+namespace kembed::cli {
+namespace {
+
+std::string shape_text(std::vector<std::int64_t> const& shape) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + with_commas(shape[i]);
+  return out + (shape.size() == 1 ? ",)" : ")");
+}
+
+char const* meaning(std::string const& format) {
+  if (format == io::table_format) return "an embedding table and its settings";
+  if (format == io::run_format) return "the result of a backward run: gradient, counts, provenance";
+  if (format == io::batch_format) return "a batch: ids and dy";
+  if (format == io::forward_format) return "the output of a forward run";
+  if (format == io::checkpoint_format) return "a checkpoint of an unfinished backward run (kembed backward --resume)";
+  if (format.empty()) return "not a kembed file (no 'format' attribute)";
+  return "not a format this kembed knows";
+}
+
+}  // namespace
+
+int info(std::string const& path) {
+  auto const s = io::describe_file(path);
+  std::printf("%s: %s, %s bytes\n", path.c_str(), s.format.empty() ? "HDF5" : s.format.c_str(),
+              with_commas(s.bytes).c_str());
+  std::printf("  %s\n", meaning(s.format));
+  if (s.format == io::run_format) {
+    auto const run = io::read_run(path, false);
+    std::printf("\nrun %s, %s\n", run.run_id.c_str(), run.created.c_str());
+    std::printf("  gradient   %s x %s, SHA-256 %s\n", with_commas(run.rows).c_str(), with_commas(run.cols).c_str(),
+                run.gradient_sha256.c_str());
+    std::printf("  positions  %s in %s microbatches of %s\n", with_commas(run.positions).c_str(),
+                with_commas(run.microbatches).c_str(), with_commas(run.microbatch_size).c_str());
+    std::printf("  ran        plan %s (asked: %s), mode %s, padding_idx %lld, %s with %lld thread(s), kembed %s\n",
+                run.plan_used.c_str(), run.plan.c_str(), run.numeric_mode.c_str(), (long long)run.padding_idx,
+                run.backend.c_str(), (long long)run.threads, run.kembed_version.c_str());
+    for (auto const& in : run.inputs)
+      std::printf("  input      %-6s %s (%s bytes, SHA-256 %s)\n", in.role.c_str(), in.path.c_str(),
+                  with_commas(in.bytes).c_str(), in.sha256.c_str());
+    for (auto const& [name, seconds] : run.timings) std::printf("  timing     %-22s %s\n", name.c_str(), seconds_text(seconds).c_str());
+    std::printf("  command    %s\n", run.command_line_json.c_str());
+    std::printf("  config     %s\n", run.configuration_json.c_str());
+  }
+  std::printf("\nattributes\n");
+  for (auto const& [name, value] : s.attributes) std::printf("  %-18s %s\n", name.c_str(), value.c_str());
+  std::printf("\ndatasets\n");
+  for (auto const& d : s.datasets) {
+    std::string filters;
+    for (auto const& f : d.filters) filters += (filters.empty() ? "" : "+") + f;
+    std::printf("  %-28s %-26s %-30s %s%s\n", d.path.c_str(), shape_text(d.shape).c_str(), d.type.c_str(),
+                d.chunks.empty() ? "contiguous" : ("chunks " + shape_text(d.chunks)).c_str(),
+                filters.empty() ? "" : (", " + filters).c_str());
+  }
+  return Exit::ok;
+}
+
+}  // namespace kembed::cli

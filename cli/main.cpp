@@ -1,0 +1,150 @@
+// kembed: the batch job and its tools. See `kembed --help` and docs/CLI.md.
+#include "commands.hpp"
+#include "console.hpp"
+
+#include <kembed/io/error.hpp>
+#include <kembed/version.hpp>
+
+#include <Kokkos_Core.hpp>
+#include <CLI/CLI.hpp>
+
+#include <cstdlib>
+
+namespace {
+
+using namespace kembed::cli;
+
+// Runs f on the chosen backend; Kokkos lives only while a command needs it.
+template <class F>
+int on_backend(std::string const& backend, int threads, F&& f) {
+  if (threads > 0) setenv("KOKKOS_NUM_THREADS", std::to_string(threads).c_str(), 1);
+  setenv("KOKKOS_DISABLE_WARNINGS", "1", 0);  // Kokkos prints its warnings on stdout, where results go
+  int argc = 1;
+  char name[] = "kembed";
+  char* argv[] = {name, nullptr};
+  Kokkos::ScopeGuard guard(argc, argv);
+  if (backend == "serial") return f(Kokkos::Serial());
+#ifdef KOKKOS_ENABLE_OPENMP
+  if (backend == "openmp" || backend == "default") return f(Kokkos::OpenMP());
+#else
+  if (backend == "default") return f(Kokkos::Serial());
+  if (backend == "openmp")
+    throw kembed::InvalidArgument("backend", "this kembed was built without OpenMP (Kokkos has " +
+                                                 std::string(Kokkos::DefaultExecutionSpace::name()) + " only)");
+#endif
+  throw kembed::InvalidArgument("backend", "--backend must be serial, openmp or default, got '" + backend + "'");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kembed: reproducible embedding tables. Exit status: 0 success, 1 differ (diff), 2 bad input, "
+               "3 I/O failure, 4 internal error.",
+               "kembed"};
+  app.require_subcommand(1);
+  app.fallthrough();  // --quiet, --backend, --threads also after the subcommand
+  bool quiet = false;
+  std::string backend = "default";
+  int threads = 0;
+  app.add_flag("-q,--quiet", quiet, "No progress or log lines on stderr (errors still)");
+  app.add_option("--backend", backend, "serial, openmp or default (the build's parallel backend)")
+      ->check(CLI::IsMember({"serial", "openmp", "default"}));
+  app.add_option("--threads", threads, "Threads for the OpenMP backend (default: OMP_NUM_THREADS or all cores)")
+      ->check(CLI::NonNegativeNumber);
+  app.set_version_flag("--version", std::string(KEMBED_VERSION_STRING));
+
+  BackwardArgs bw;
+  auto* backward = app.add_subcommand("backward", "Gradient of a batch file, in microbatches, into a run file");
+  backward->add_option("--table", bw.table, "Table file (kembed-embedding-1)")->required();
+  backward->add_option("--batch", bw.batch, "Batch file: ids (T,) and dy (T, d)")->required();
+  backward->add_option("--out", bw.out, "Run file to write (kembed-run-1)")->required();
+  backward->add_option("--microbatch", bw.microbatch, "Positions per backward call; the bits do not depend on it")
+      ->capture_default_str();
+  backward->add_option("--plan", bw.plan, "scan, sort or auto (default: the table file's)");
+  backward->add_option("--mode", bw.mode, "identical, deterministic or fast (default: the table file's)");
+  backward->add_option("--padding-idx", bw.padding_idx, "Padding row, negative from the end (default: the table file's)");
+  backward->add_flag("--no-padding", bw.no_padding, "No padding row, whatever the table file says");
+  backward->add_option("--ids-dataset", bw.ids_dataset, "Dataset of ids in the batch file")->capture_default_str();
+  backward->add_option("--dy-dataset", bw.dy_dataset, "Dataset of dy in the batch file")->capture_default_str();
+  backward->add_option("--checkpoint-every", bw.checkpoint_every, "Write a checkpoint every N positions (0: never)")
+      ->capture_default_str();
+  backward->add_option("--checkpoint", bw.checkpoint, "Checkpoint file (default: OUT.checkpoint)");
+  backward->add_flag("--resume", bw.resume, "Continue from the checkpoint, if there is one");
+  backward->add_flag("--deflate", bw.deflate, "Compress the run file (shuffle + deflate)");
+  backward->add_option("--run-id", bw.run_id, "Identifier stored in the run file (default: time, pid, random)");
+
+  ForwardArgs fw;
+  auto* forward = app.add_subcommand("forward", "Look up the rows of a batch's ids into an output file");
+  forward->add_option("--table", fw.table, "Table file")->required();
+  forward->add_option("--ids", fw.ids, "File with the ids (a batch file)")->required();
+  forward->add_option("--out", fw.out, "Output file (kembed-forward-1, dataset /y)")->required();
+  forward->add_option("--ids-dataset", fw.ids_dataset, "Dataset of ids")->capture_default_str();
+  forward->add_option("--microbatch", fw.microbatch, "Positions per forward call")->capture_default_str();
+
+  DiffArgs df;
+  auto* diff_cmd = app.add_subcommand("diff", "Compare two run files (or two tables) bit for bit; exit 0 identical, 1 not");
+  diff_cmd->add_option("a", df.a, "First file")->required();
+  diff_cmd->add_option("b", df.b, "Second file")->required();
+  diff_cmd->add_flag("--json", df.json, "One JSON object on stdout, for scripts");
+  diff_cmd->add_option("--rows", df.rows, "Differing rows to list")->capture_default_str()->check(CLI::NonNegativeNumber);
+
+  std::string info_path;
+  auto* info_cmd = app.add_subcommand("info", "What a file holds, its format and provenance");
+  info_cmd->add_option("file", info_path, "HDF5 file")->required();
+
+  MakeBatchArgs mb;
+  auto* make_batch_cmd = app.add_subcommand("make-batch", "Write a batch file (ids and dy) from a token stream and a seed");
+  make_batch_cmd->add_option("--out", mb.out, "Batch file to write")->required();
+  make_batch_cmd->add_option("--dim", mb.dim, "Columns of dy (the table's embedding_dim)")->required();
+  make_batch_cmd->add_option("--tokens", mb.tokens, "Text file of whitespace-separated token ids");
+  make_batch_cmd->add_option("--zipf", mb.zipf_rows, "Or: draw ids from Zipf(1.1) over this many rows");
+  make_batch_cmd->add_option("--positions", mb.positions, "Positions T (default: the whole token stream)");
+  make_batch_cmd->add_option("--repeat", mb.repeat, "Repeat the token stream this many times")->capture_default_str();
+  make_batch_cmd->add_option("--vocab", mb.vocab, "Rows the ids index (default: the largest id + 1)");
+  make_batch_cmd->add_option("--seed", mb.seed, "Seed of dy (and of --zipf ids)")->capture_default_str();
+
+  MakeTableArgs mt;
+  auto* make_table_cmd = app.add_subcommand("make-table", "Write a table file of uniform values in [-1, 1) from a seed");
+  make_table_cmd->add_option("--out", mt.out, "Table file to write")->required();
+  make_table_cmd->add_option("--rows", mt.rows, "num_embeddings")->required();
+  make_table_cmd->add_option("--dim", mt.dim, "embedding_dim")->required();
+  make_table_cmd->add_option("--seed", mt.seed, "Seed")->capture_default_str();
+  make_table_cmd->add_option("--padding-idx", mt.padding_idx, "Padding row");
+  make_table_cmd->add_option("--plan", mt.plan, "Plan stored in the file")->capture_default_str();
+  make_table_cmd->add_option("--mode", mt.mode, "Numeric mode stored in the file")->capture_default_str();
+
+  try {
+    app.parse(argc, argv);
+  } catch (CLI::ParseError const& e) {
+    int const code = app.exit(e);  // prints help or the parse error
+    return code == 0 ? Exit::ok : Exit::bad_input;
+  }
+  auto& console = Console::get();
+  console.set_quiet(quiet);
+  bw.command_line.assign(argv, argv + argc);
+  try {
+    if (*backward) {
+      return on_backend(backend, threads, [&](auto space) { return kembed::cli::backward<decltype(space)>(bw); });
+    }
+    if (*forward) {
+      return on_backend(backend, threads, [&](auto space) { return kembed::cli::forward<decltype(space)>(fw); });
+    }
+    if (*diff_cmd) return diff(df);
+    if (*info_cmd) return info(info_path);
+    if (*make_batch_cmd) return make_batch(mb);
+    if (*make_table_cmd) return make_table(mt);
+  } catch (kembed::io::IoFailure const& e) {
+    console.error(std::string(e.what()).substr(8));  // without the "kembed: " prefix
+    return Exit::io_failure;
+  } catch (kembed::Error const& e) {
+    console.error(std::string(e.what()).substr(8));
+    return Exit::bad_input;
+  } catch (std::bad_alloc const&) {
+    console.error("out of memory");
+    return Exit::io_failure;
+  } catch (std::exception const& e) {
+    console.error(std::string("internal error: ") + e.what());
+    return Exit::internal;
+  }
+  return Exit::internal;
+}

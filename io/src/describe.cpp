@@ -1,0 +1,103 @@
+#include "common.hpp"
+
+#include <kembed/io/describe.hpp>
+#include <kembed/io/error.hpp>
+
+#include <sstream>
+#include <sys/stat.h>
+
+namespace kembed::io {
+namespace {
+
+std::string attribute_text(hid_t obj, char const* name) {
+  h5::Handle attr = h5::attribute(H5Aopen(obj, name, H5P_DEFAULT));
+  h5::Handle type = h5::datatype(H5Aget_type(attr));
+  h5::Handle space = h5::dataspace(H5Aget_space(attr));
+  bool const scalar = H5Sget_simple_extent_npoints(space) == 1;
+  try {
+    switch (H5Tget_class(type)) {
+      case H5T_STRING: return h5::read_string(obj, name).value_or("");
+      case H5T_INTEGER:
+        if (scalar) return std::to_string(h5::read_int64(obj, name).value_or(0));
+        break;
+      case H5T_FLOAT:
+        if (scalar) {
+          std::ostringstream out;
+          out.precision(17);
+          out << h5::read_double(obj, name).value_or(0.0);
+          return out.str();
+        }
+        break;
+      default: break;
+    }
+  } catch (std::exception const&) {
+  }
+  return "(" + h5::describe_type(type) + ", " + std::to_string(H5Sget_simple_extent_npoints(space)) + " values)";
+}
+
+struct Visit {
+  hid_t file;
+  FileSummary* summary;
+};
+
+#if H5_VERSION_GE(1, 12, 0)
+herr_t add_dataset(hid_t, char const* name, H5L_info2_t const* info, void* data) {
+#else
+herr_t add_dataset(hid_t, char const* name, H5L_info_t const* info, void* data) {
+#endif
+  if (info->type != H5L_TYPE_HARD) return 0;
+  auto& visit = *static_cast<Visit*>(data);
+  h5::Handle object{H5Oopen(visit.file, name, H5P_DEFAULT), H5Oclose};
+  if (!object.valid() || H5Iget_type(object) != H5I_DATASET) return 0;
+  DatasetSummary d;
+  d.path = std::string("/") + name;
+  h5::Handle type = h5::datatype(H5Dget_type(object));
+  h5::Handle space = h5::dataspace(H5Dget_space(object));
+  h5::Handle dcpl = h5::plist(H5Dget_create_plist(object));
+  d.type = h5::describe_type(type);
+  if (H5Tget_class(type) == H5T_FLOAT || H5Tget_class(type) == H5T_INTEGER)
+    d.type += H5Tget_order(type) == H5T_ORDER_BE ? ", big-endian" : ", little-endian";
+  int const rank = H5Sget_simple_extent_ndims(space);
+  std::vector<hsize_t> dims(std::size_t(rank > 0 ? rank : 0));
+  if (rank > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+  for (auto x : dims) d.shape.push_back(std::int64_t(x));
+  if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
+    std::vector<hsize_t> chunk(dims.size());
+    H5Pget_chunk(dcpl, rank, chunk.data());
+    for (auto x : chunk) d.chunks.push_back(std::int64_t(x));
+  }
+  int const filters = H5Pget_nfilters(dcpl);
+  for (int i = 0; i < filters; ++i) {
+    unsigned flags = 0, config = 0;
+    std::size_t n = 0;
+    char filter_name[64] = {};
+    auto const id = H5Pget_filter2(dcpl, unsigned(i), &flags, &n, nullptr, sizeof filter_name, filter_name, &config);
+    switch (id) {
+      case H5Z_FILTER_DEFLATE: d.filters.emplace_back("deflate"); break;
+      case H5Z_FILTER_SHUFFLE: d.filters.emplace_back("shuffle"); break;
+      case H5Z_FILTER_FLETCHER32: d.filters.emplace_back("fletcher32"); break;
+      case H5Z_FILTER_SZIP: d.filters.emplace_back("szip"); break;
+      default: d.filters.emplace_back(filter_name[0] ? filter_name : "filter " + std::to_string(id));
+    }
+  }
+  visit.summary->datasets.push_back(std::move(d));
+  return 0;
+}
+
+}  // namespace
+
+FileSummary describe_file(std::string const& path) {
+  h5::Quiet quiet;
+  auto file = detail::open_for_reading(path);
+  FileSummary summary;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) summary.bytes = st.st_size;
+  summary.format = h5::read_string(file, "format").value_or("");
+  for (auto const& name : h5::attribute_names(file)) summary.attributes.emplace_back(name, attribute_text(file, name.c_str()));
+  Visit visit{file, &summary};
+  if (H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, add_dataset, &visit) < 0)
+    throw FileError(path, "", "its structure cannot be read; the file is damaged (HDF5: " + h5::error_text() + ")");
+  return summary;
+}
+
+}  // namespace kembed::io
