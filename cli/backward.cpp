@@ -244,7 +244,9 @@ int backward(BackwardArgs const& args) {
               seconds_text(backward_s).c_str(), seconds_text(read_s).c_str(), seconds_text(total_here).c_str(),
               backward_s + read_s > 0 ? done / (backward_s + read_s) : 0.0, total_here > 0 ? done / total_here : 0.0);
   std::printf("peak memory: %.1f MiB\n", double(peak_rss_bytes()) / (1 << 20));
-  std::printf("look at it: kembed info %s; kembed diff %s OTHER.h5\n", args.out.c_str(), args.out.c_str());
+  std::string const program = args.command_line.empty() ? "kembed" : args.command_line.front();
+  std::printf("look at it: %s info %s; %s diff %s OTHER.h5\n", program.c_str(), args.out.c_str(), program.c_str(),
+              args.out.c_str());
   return Exit::ok;
 }
 
