@@ -5,13 +5,13 @@
 #include <kembed/core/synthetic.hpp>
 #include <kembed/io/table_file.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fcntl.h>
 #include <string>
-#include <sys/stat.h>
-#include <unistd.h>
 
 using namespace kembed;
 using clock_type = std::chrono::steady_clock;
@@ -39,9 +39,12 @@ int main(int argc, char** argv) {
   std::string dir = "/tmp";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string const k = argv[i];
-    if (k == "--rows") v = std::stoll(argv[i + 1]);
-    else if (k == "--dim") d = std::stoll(argv[i + 1]);
-    else if (k == "--dir") dir = argv[i + 1];
+    if (k == "--rows")
+      v = std::stoll(argv[i + 1]);
+    else if (k == "--dim")
+      d = std::stoll(argv[i + 1]);
+    else if (k == "--dir")
+      dir = argv[i + 1];
     else {
       std::fprintf(stderr, "usage: kembed-io-bench [--rows V] [--dim d] [--dir DIR]\n");
       return 2;
@@ -83,7 +86,8 @@ int main(int argc, char** argv) {
   }
   double const raw_read = seconds_since(t0);
   ::unlink(raw.c_str());
-  std::printf("%-26s %8.3f s write %8.3f s read   %7.0f MiB on disk\n", "raw bytes (baseline)", raw_write, raw_read, mib);
+  std::printf("%-26s %8.3f s write %8.3f s read   %7.0f MiB on disk\n", "raw bytes (baseline)", raw_write, raw_read,
+              mib);
 
   for (bool deflate : {false, true}) {
     std::string const path = dir + (deflate ? "/kembed-io-bench-deflate.h5" : "/kembed-io-bench.h5");

@@ -11,17 +11,19 @@
 #include <kembed/io/sha256.hpp>
 #include <kembed/io/table_file.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
 #include <chrono>
 #include <cstdio>
 #include <random>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace kembed::cli {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-double since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
+double since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
 bool exists(std::string const& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
@@ -48,8 +50,9 @@ void read_block(io::BatchReader const& batch, std::string const& path, std::int6
   for (std::int64_t i = 0; i < n; ++i) {
     auto const id = ids[i];
     if (id < 0 || id >= v) {
-      throw io::FileError(path, "/ids", "holds " + std::to_string(id) + " at position " + std::to_string(first + i) +
-                                            ", outside [0, " + std::to_string(v) + ") (the table's num_embeddings)");
+      throw io::FileError(path, "/ids",
+                          "holds " + std::to_string(id) + " at position " + std::to_string(first + i) +
+                              ", outside [0, " + std::to_string(v) + ") (the table's num_embeddings)");
     }
     if (counts) ++(*counts)[id];
   }
@@ -61,10 +64,10 @@ std::string json_settings(BackwardArgs const& a, Config const& c, std::string co
   return "{\"table\": " + q(a.table) + ", \"batch\": " + q(a.batch) + ", \"ids_dataset\": " + q(a.ids_dataset) +
          ", \"dy_dataset\": " + q(a.dy_dataset) + ", \"out\": " + q(a.out) +
          ", \"microbatch\": " + std::to_string(a.microbatch) + ", \"plan\": " + q(std::string(to_string(c.plan))) +
-         ", \"numeric_mode\": " + q(std::string(to_string(c.mode))) + ", \"padding_idx\": " +
-         std::to_string(c.padding_idx) + ", \"backend\": " + q(backend) + ", \"threads\": " + std::to_string(threads) +
-         ", \"checkpoint_every\": " + std::to_string(a.checkpoint_every) + ", \"resumed_from\": " +
-         std::to_string(resumed_from) + "}";
+         ", \"numeric_mode\": " + q(std::string(to_string(c.mode))) +
+         ", \"padding_idx\": " + std::to_string(c.padding_idx) + ", \"backend\": " + q(backend) +
+         ", \"threads\": " + std::to_string(threads) + ", \"checkpoint_every\": " + std::to_string(a.checkpoint_every) +
+         ", \"resumed_from\": " + std::to_string(resumed_from) + "}";
 }
 
 }  // namespace
@@ -73,7 +76,8 @@ template <class Space>
 int backward(BackwardArgs const& args) {
   auto& console = Console::get();
   auto const t_start = clock_type::now();
-  if (args.microbatch < 1) throw InvalidArgument("microbatch", "--microbatch must be at least 1, got " + std::to_string(args.microbatch));
+  if (args.microbatch < 1)
+    throw InvalidArgument("microbatch", "--microbatch must be at least 1, got " + std::to_string(args.microbatch));
   if (args.checkpoint_every < 0) throw InvalidArgument("checkpoint-every", "--checkpoint-every must be >= 0");
   std::string const checkpoint_path = args.checkpoint.empty() ? args.out + ".checkpoint" : args.checkpoint;
 
@@ -123,7 +127,8 @@ int backward(BackwardArgs const& args) {
   if (args.resume && exists(checkpoint_path)) {
     auto ckpt = io::read_checkpoint(checkpoint_path);
     auto mismatch = [&](std::string const& what) {
-      throw io::FileError(checkpoint_path, "", "belongs to another job (" + what + "); remove it or start without --resume");
+      throw io::FileError(checkpoint_path, "",
+                          "belongs to another job (" + what + "); remove it or start without --resume");
     };
     if (ckpt.table_sha256 != table_id.sha256) mismatch("its table's SHA-256 differs from " + args.table + "'s");
     if (ckpt.batch_sha256 != batch_id.sha256) mismatch("its batch's SHA-256 differs from " + args.batch + "'s");
@@ -134,8 +139,9 @@ int backward(BackwardArgs const& args) {
     if (layer.mode() != Mode::identical && ckpt.microbatch_size != args.microbatch)
       mismatch("mode " + mode + " needs the same --microbatch (" + std::to_string(ckpt.microbatch_size) + ")");
     if (ckpt.position < 0 || ckpt.position > t) mismatch("its position is beyond the batch");
-    Kokkos::deep_copy(grad, Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
-                                ckpt.gradient.data(), v, d));
+    Kokkos::deep_copy(grad,
+                      Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                          ckpt.gradient.data(), v, d));
     counts = std::move(ckpt.counts);
     position = ckpt.position;
     microbatches = ckpt.microbatches;
@@ -154,9 +160,9 @@ int backward(BackwardArgs const& args) {
   double read_s = 0, backward_s = 0, checkpoint_s = 0;
   std::int64_t last_checkpoint = position;
   Progress progress("backward", t, position);
-  console.log("kembed backward: " + with_commas(t) + " positions, V = " + with_commas(v) + ", d = " + std::to_string(d) +
-              ", microbatch " + with_commas(args.microbatch) + ", plan " + plan + ", mode " + mode + ", " + backend +
-              " with " + std::to_string(threads) + " thread(s)");
+  console.log("kembed backward: " + with_commas(t) + " positions, V = " + with_commas(v) +
+              ", d = " + std::to_string(d) + ", microbatch " + with_commas(args.microbatch) + ", plan " + plan +
+              ", mode " + mode + ", " + backend + " with " + std::to_string(threads) + " thread(s)");
   while (position < t) {
     // A block ends on a microbatch boundary so that the split is --microbatch's.
     std::int64_t const n_block = std::min(t - position, block - block % args.microbatch);
@@ -193,7 +199,8 @@ int backward(BackwardArgs const& args) {
       ckpt.cols = d;
       ckpt.gradient.resize(static_cast<std::size_t>(v * d));
       Kokkos::deep_copy(Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
-                            ckpt.gradient.data(), v, d), grad);
+                            ckpt.gradient.data(), v, d),
+                        grad);
       ckpt.counts = counts;
       io::write_checkpoint(checkpoint_path, ckpt);
       last_checkpoint = position;
@@ -208,7 +215,8 @@ int backward(BackwardArgs const& args) {
   run.threads = threads;
   run.plan = plan;
   run.plan_used = layer.mode() == Mode::identical ? std::string(to_string(layer.plan_for(std::min(args.microbatch, t))))
-                  : layer.mode() == Mode::deterministic ? "sort" : "atomic";
+                  : layer.mode() == Mode::deterministic ? "sort"
+                                                        : "atomic";
   run.numeric_mode = mode;
   run.padding_idx = layer.padding_idx();
   run.positions = t;
@@ -218,14 +226,16 @@ int backward(BackwardArgs const& args) {
   run.rows = v;
   run.cols = d;
   run.gradient.resize(static_cast<std::size_t>(v * d));
-  Kokkos::deep_copy(Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
-                        run.gradient.data(), v, d), grad);
+  Kokkos::deep_copy(
+      Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(run.gradient.data(), v, d),
+      grad);
   run.counts = std::move(counts);
   run.command_line_json = io::json_array(args.command_line);
   run.configuration_json = json_settings(args, layer.config(), backend, threads, resumed_from);
   double const total_s = resumed_elapsed + since(t_start);
-  run.timings = {{"read_table_seconds", read_table_s}, {"hash_inputs_seconds", hash_s}, {"read_batch_seconds", read_s},
-                 {"backward_seconds", backward_s}, {"checkpoint_seconds", checkpoint_s}, {"total_seconds", total_s}};
+  run.timings = {{"read_table_seconds", read_table_s}, {"hash_inputs_seconds", hash_s},
+                 {"read_batch_seconds", read_s},       {"backward_seconds", backward_s},
+                 {"checkpoint_seconds", checkpoint_s}, {"total_seconds", total_s}};
   io::SaveOptions save;
   save.deflate = args.deflate;
   io::write_run(args.out, run, save);
@@ -252,7 +262,8 @@ int backward(BackwardArgs const& args) {
 
 template <class Space>
 int forward(ForwardArgs const& args) {
-  if (args.microbatch < 1) throw InvalidArgument("microbatch", "--microbatch must be at least 1, got " + std::to_string(args.microbatch));
+  if (args.microbatch < 1)
+    throw InvalidArgument("microbatch", "--microbatch must be at least 1, got " + std::to_string(args.microbatch));
   auto const t_start = clock_type::now();
   auto table = io::load_table(args.table);
   auto const v = table.config.num_embeddings, d = table.config.embedding_dim;
@@ -275,13 +286,15 @@ int forward(ForwardArgs const& args) {
     Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> ids_v(ids_h.data(), n);
     auto y_n = Kokkos::subview(y, std::make_pair(std::int64_t{0}, n), Kokkos::ALL);
     layer.forward(space, Kokkos::create_mirror_view_and_copy(typename Space::memory_space(), ids_v), y_n);
-    Kokkos::deep_copy(Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(y_h.data(), n, d), y_n);
+    Kokkos::deep_copy(
+        Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(y_h.data(), n, d), y_n);
     out.write(p, n, y_h.data());
     progress.update(p + n);
   }
   progress.finish();
   out.commit();
-  std::printf("output:     %s (y: %s x %s float32)\n", args.out.c_str(), with_commas(t).c_str(), with_commas(d).c_str());
+  std::printf("output:     %s (y: %s x %s float32)\n", args.out.c_str(), with_commas(t).c_str(),
+              with_commas(d).c_str());
   std::printf("time:       %s\n", seconds_text(since(t_start)).c_str());
   return Exit::ok;
 }

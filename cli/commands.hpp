@@ -37,12 +37,12 @@ struct DiffArgs {
 
 struct MakeBatchArgs {
   std::string out;
-  std::string tokens;               // a text file of whitespace-separated ids
-  std::int64_t zipf_rows = 0;       // or a Zipf(1.1) stream over this many rows
-  std::int64_t positions = 0;       // 0: the whole token stream
-  std::int64_t repeat = 1;          // the token stream this many times
+  std::string tokens;          // a text file of whitespace-separated ids
+  std::int64_t zipf_rows = 0;  // or a Zipf(1.1) stream over this many rows
+  std::int64_t positions = 0;  // 0: the whole token stream
+  std::int64_t repeat = 1;     // the token stream this many times
   std::int64_t dim = 0;
-  std::int64_t vocab = 0;           // 0: the largest id + 1
+  std::int64_t vocab = 0;  // 0: the largest id + 1
   std::uint64_t seed = 1;
 };
 

@@ -1,9 +1,9 @@
 #include "console.hpp"
 
+#include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <unistd.h>
 
 namespace kembed::cli {
 
@@ -48,10 +48,14 @@ std::string with_commas(std::int64_t n) {
 
 std::string seconds_text(double s) {
   char text[48];
-  if (s < 1) std::snprintf(text, sizeof text, "%.1f ms", s * 1e3);
-  else if (s < 60) std::snprintf(text, sizeof text, "%.2f s", s);
-  else if (s < 3600) std::snprintf(text, sizeof text, "%d min %02d s", int(s) / 60, int(s) % 60);
-  else std::snprintf(text, sizeof text, "%d h %02d min", int(s) / 3600, (int(s) % 3600) / 60);
+  if (s < 1)
+    std::snprintf(text, sizeof text, "%.1f ms", s * 1e3);
+  else if (s < 60)
+    std::snprintf(text, sizeof text, "%.2f s", s);
+  else if (s < 3600)
+    std::snprintf(text, sizeof text, "%d min %02d s", int(s) / 60, int(s) % 60);
+  else
+    std::snprintf(text, sizeof text, "%d h %02d min", int(s) / 3600, (int(s) % 3600) / 60);
   return text;
 }
 
@@ -70,8 +74,12 @@ std::int64_t peak_rss_bytes() {
 }
 
 Progress::Progress(std::string what, std::int64_t total, std::int64_t start)
-    : what_(std::move(what)), total_(total), start_(start), last_logged_(start),
-      began_(std::chrono::steady_clock::now()), last_draw_(began_) {}
+    : what_(std::move(what)),
+      total_(total),
+      start_(start),
+      last_logged_(start),
+      began_(std::chrono::steady_clock::now()),
+      last_draw_(began_) {}
 
 void Progress::update(std::int64_t done) {
   auto const& console = Console::get();

@@ -50,11 +50,16 @@ bool parse(int argc, char** argv, Args& a) {
       a.zipf = std::strtod(value, &end);
     } else {
       long long const n = std::strtoll(value, &end, 10);
-      if (key == "--rows") a.rows = n;
-      else if (key == "--dim") a.dim = n;
-      else if (key == "--positions") a.positions = n;
-      else if (key == "--seed") a.seed = static_cast<std::uint64_t>(n);
-      else if (key == "--repeat") a.repeat = static_cast<int>(n);
+      if (key == "--rows")
+        a.rows = n;
+      else if (key == "--dim")
+        a.dim = n;
+      else if (key == "--positions")
+        a.positions = n;
+      else if (key == "--seed")
+        a.seed = static_cast<std::uint64_t>(n);
+      else if (key == "--repeat")
+        a.repeat = static_cast<int>(n);
       else {
         std::fprintf(stderr, "kembed-demo: unknown option %s\n", key.c_str());
         return false;
@@ -100,7 +105,8 @@ int run(Args const& a) {
 
   // Device copies made once, so that the timings are the kernels', not the copies'.
   Layer::ids64_type ids_d = Kokkos::create_mirror_view_and_copy(
-      Layer::memory_space(), Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(ids.data(), t));
+      Layer::memory_space(),
+      Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(ids.data(), t));
   Layer::const_matrix_type dy_d = Kokkos::create_mirror_view_and_copy(
       Layer::memory_space(),
       Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(dy.data(), t, d));
@@ -144,7 +150,9 @@ int run(Args const& a) {
       agree = agree && print == identical_print;
     }
     std::printf("  %-28s %9.2f ms   gradient fingerprint %016" PRIx64 "%s\n", label.c_str(), ms, print,
-                c.mode == kembed::Mode::identical ? "" : (print == identical_print ? "  (= identical)" : "  (!= identical, as allowed)"));
+                c.mode == kembed::Mode::identical
+                    ? ""
+                    : (print == identical_print ? "  (= identical)" : "  (!= identical, as allowed)"));
   }
   std::printf("identical plans agree bit for bit: %s\n", agree ? "yes" : "NO");
   return agree ? 0 : 1;

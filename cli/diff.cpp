@@ -87,24 +87,26 @@ std::string number(double x) {
 
 void print_json(DiffArgs const& args, Compared const& c) {
   auto q = io::json_quote;
-  std::printf("{\"identical\": %s, \"kind\": %s, \"a\": %s, \"b\": %s, \"rows\": %lld, \"cols\": %lld, "
-              "\"shapes_differ\": %s, \"differing_rows\": %lld, \"differing_elements\": %lld, "
-              "\"counts_differing_rows\": %lld, \"max_ulp\": %lld, \"max_ulp_at\": [%lld, %lld], "
-              "\"max_abs\": %s, \"max_abs_at\": [%lld, %lld], \"settings_differ\": [",
-              c.identical() ? "true" : "false", q(c.kind).c_str(), q(args.a).c_str(), q(args.b).c_str(),
-              (long long)c.rows, (long long)c.cols, c.shapes_differ ? "true" : "false", (long long)c.differing_rows,
-              (long long)c.differing_elements, (long long)c.counts_differing_rows, (long long)c.max_ulp,
-              (long long)c.max_ulp_row, (long long)c.max_ulp_col,
-              std::isinf(c.max_abs) ? "\"inf\"" : number(c.max_abs).c_str(), (long long)c.max_abs_row,
-              (long long)c.max_abs_col);
+  std::printf(
+      "{\"identical\": %s, \"kind\": %s, \"a\": %s, \"b\": %s, \"rows\": %lld, \"cols\": %lld, "
+      "\"shapes_differ\": %s, \"differing_rows\": %lld, \"differing_elements\": %lld, "
+      "\"counts_differing_rows\": %lld, \"max_ulp\": %lld, \"max_ulp_at\": [%lld, %lld], "
+      "\"max_abs\": %s, \"max_abs_at\": [%lld, %lld], \"settings_differ\": [",
+      c.identical() ? "true" : "false", q(c.kind).c_str(), q(args.a).c_str(), q(args.b).c_str(), (long long)c.rows,
+      (long long)c.cols, c.shapes_differ ? "true" : "false", (long long)c.differing_rows,
+      (long long)c.differing_elements, (long long)c.counts_differing_rows, (long long)c.max_ulp,
+      (long long)c.max_ulp_row, (long long)c.max_ulp_col, std::isinf(c.max_abs) ? "\"inf\"" : number(c.max_abs).c_str(),
+      (long long)c.max_abs_row, (long long)c.max_abs_col);
   for (std::size_t i = 0; i < c.setting_differences.size(); ++i)
     std::printf("%s%s", i ? ", " : "", q(c.setting_differences[i]).c_str());
   std::printf("], \"first_rows\": [");
   for (std::size_t i = 0; i < c.first_rows.size(); ++i) {
     auto const& r = c.first_rows[i];
-    std::printf("%s{\"row\": %lld, \"columns\": %lld, \"max_ulp\": %lld, \"max_abs\": %s, \"a_bits\": \"%s\", \"b_bits\": \"%s\"}",
-                i ? ", " : "", (long long)r.row, (long long)r.columns, (long long)r.max_ulp,
-                std::isinf(r.max_abs) ? "\"inf\"" : number(r.max_abs).c_str(), hex(r.a_bits).c_str(), hex(r.b_bits).c_str());
+    std::printf(
+        "%s{\"row\": %lld, \"columns\": %lld, \"max_ulp\": %lld, \"max_abs\": %s, \"a_bits\": \"%s\", \"b_bits\": "
+        "\"%s\"}",
+        i ? ", " : "", (long long)r.row, (long long)r.columns, (long long)r.max_ulp,
+        std::isinf(r.max_abs) ? "\"inf\"" : number(r.max_abs).c_str(), hex(r.a_bits).c_str(), hex(r.b_bits).c_str());
   }
   std::printf("]}\n");
 }
@@ -112,8 +114,9 @@ void print_json(DiffArgs const& args, Compared const& c) {
 void print_text(DiffArgs const& args, Compared const& c) {
   auto const& console = Console::get();
   if (c.identical()) {
-    std::printf("%s: %s and %s (%s x %s %s)\n", console.paint("identical", "32").c_str(), args.a.c_str(), args.b.c_str(),
-                with_commas(c.rows).c_str(), with_commas(c.cols).c_str(), c.kind == "run" ? "gradients" : "tables");
+    std::printf("%s: %s and %s (%s x %s %s)\n", console.paint("identical", "32").c_str(), args.a.c_str(),
+                args.b.c_str(), with_commas(c.rows).c_str(), with_commas(c.cols).c_str(),
+                c.kind == "run" ? "gradients" : "tables");
     return;
   }
   std::printf("%s: %s and %s\n", console.paint("differ", "31").c_str(), args.a.c_str(), args.b.c_str());
@@ -125,9 +128,10 @@ void print_text(DiffArgs const& args, Compared const& c) {
   if (c.differing_elements > 0) {
     std::printf("  %s of %s rows differ (%s elements)\n", with_commas(c.differing_rows).c_str(),
                 with_commas(c.rows).c_str(), with_commas(c.differing_elements).c_str());
-    std::printf("  largest difference: %s ULPs at row %lld, column %lld; %s in absolute value at row %lld, column %lld\n",
-                with_commas(c.max_ulp).c_str(), (long long)c.max_ulp_row, (long long)c.max_ulp_col,
-                number(c.max_abs).c_str(), (long long)c.max_abs_row, (long long)c.max_abs_col);
+    std::printf(
+        "  largest difference: %s ULPs at row %lld, column %lld; %s in absolute value at row %lld, column %lld\n",
+        with_commas(c.max_ulp).c_str(), (long long)c.max_ulp_row, (long long)c.max_ulp_col, number(c.max_abs).c_str(),
+        (long long)c.max_abs_row, (long long)c.max_abs_col);
     std::printf("  %-10s %-9s %-12s %-12s %s\n", "row", "columns", "max ULPs", "max |a-b|", "bits at the max (a / b)");
     for (auto const& r : c.first_rows)
       std::printf("  %-10lld %-9lld %-12lld %-12s %s / %s\n", (long long)r.row, (long long)r.columns,
@@ -172,18 +176,23 @@ int diff(DiffArgs const& args) {
     } else {
       compare_values(a.weight, b.weight, c, args.rows);
       if (a.config.padding_idx != b.config.padding_idx)
-        c.setting_differences.push_back("padding_idx: " + std::to_string(a.config.padding_idx) + " / " + std::to_string(b.config.padding_idx));
+        c.setting_differences.push_back("padding_idx: " + std::to_string(a.config.padding_idx) + " / " +
+                                        std::to_string(b.config.padding_idx));
       if (a.config.plan != b.config.plan)
-        c.setting_differences.push_back("plan: " + std::string(to_string(a.config.plan)) + " / " + std::string(to_string(b.config.plan)));
+        c.setting_differences.push_back("plan: " + std::string(to_string(a.config.plan)) + " / " +
+                                        std::string(to_string(b.config.plan)));
       if (a.config.mode != b.config.mode)
-        c.setting_differences.push_back("numeric_mode: " + std::string(to_string(a.config.mode)) + " / " + std::string(to_string(b.config.mode)));
+        c.setting_differences.push_back("numeric_mode: " + std::string(to_string(a.config.mode)) + " / " +
+                                        std::string(to_string(b.config.mode)));
     }
   } else {
     throw InvalidArgument("files", "kembed diff compares two run files or two table files; " + args.a + " is '" + fa +
                                        "' and " + args.b + " is '" + fb + "'");
   }
-  if (args.json) print_json(args, c);
-  else print_text(args, c);
+  if (args.json)
+    print_json(args, c);
+  else
+    print_text(args, c);
   return c.identical() ? Exit::ok : Exit::differ;
 }
 

@@ -49,7 +49,8 @@ int info(std::string const& path) {
     for (auto const& in : run.inputs)
       std::printf("  input      %-6s %s (%s bytes, SHA-256 %s)\n", in.role.c_str(), in.path.c_str(),
                   with_commas(in.bytes).c_str(), in.sha256.c_str());
-    for (auto const& [name, seconds] : run.timings) std::printf("  timing     %-22s %s\n", name.c_str(), seconds_text(seconds).c_str());
+    for (auto const& [name, seconds] : run.timings)
+      std::printf("  timing     %-22s %s\n", name.c_str(), seconds_text(seconds).c_str());
     std::printf("  command    %s\n", run.command_line_json.c_str());
     std::printf("  config     %s\n", run.configuration_json.c_str());
   }

@@ -5,8 +5,8 @@
 #include <kembed/io/error.hpp>
 #include <kembed/version.hpp>
 
-#include <Kokkos_Core.hpp>
 #include <CLI/CLI.hpp>
+#include <Kokkos_Core.hpp>
 
 #include <cstdlib>
 
@@ -38,9 +38,10 @@ int on_backend(std::string const& backend, int threads, F&& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"kembed: reproducible embedding tables. Exit status: 0 success, 1 differ (diff), 2 bad input, "
-               "3 I/O failure, 4 internal error.",
-               "kembed"};
+  CLI::App app{
+      "kembed: reproducible embedding tables. Exit status: 0 success, 1 differ (diff), 2 bad input, "
+      "3 I/O failure, 4 internal error.",
+      "kembed"};
   app.require_subcommand(1);
   app.fallthrough();  // --quiet, --backend, --threads also after the subcommand
   bool quiet = false;
@@ -62,7 +63,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   backward->add_option("--plan", bw.plan, "scan, sort or auto (default: the table file's)");
   backward->add_option("--mode", bw.mode, "identical, deterministic or fast (default: the table file's)");
-  backward->add_option("--padding-idx", bw.padding_idx, "Padding row, negative from the end (default: the table file's)");
+  backward->add_option("--padding-idx", bw.padding_idx,
+                       "Padding row, negative from the end (default: the table file's)");
   backward->add_flag("--no-padding", bw.no_padding, "No padding row, whatever the table file says");
   backward->add_option("--ids-dataset", bw.ids_dataset, "Dataset of ids in the batch file")->capture_default_str();
   backward->add_option("--dy-dataset", bw.dy_dataset, "Dataset of dy in the batch file")->capture_default_str();
@@ -82,18 +84,22 @@ int main(int argc, char** argv) {
   forward->add_option("--microbatch", fw.microbatch, "Positions per forward call")->capture_default_str();
 
   DiffArgs df;
-  auto* diff_cmd = app.add_subcommand("diff", "Compare two run files (or two tables) bit for bit; exit 0 identical, 1 not");
+  auto* diff_cmd =
+      app.add_subcommand("diff", "Compare two run files (or two tables) bit for bit; exit 0 identical, 1 not");
   diff_cmd->add_option("a", df.a, "First file")->required();
   diff_cmd->add_option("b", df.b, "Second file")->required();
   diff_cmd->add_flag("--json", df.json, "One JSON object on stdout, for scripts");
-  diff_cmd->add_option("--rows", df.rows, "Differing rows to list")->capture_default_str()->check(CLI::NonNegativeNumber);
+  diff_cmd->add_option("--rows", df.rows, "Differing rows to list")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
 
   std::string info_path;
   auto* info_cmd = app.add_subcommand("info", "What a file holds, its format and provenance");
   info_cmd->add_option("file", info_path, "HDF5 file")->required();
 
   MakeBatchArgs mb;
-  auto* make_batch_cmd = app.add_subcommand("make-batch", "Write a batch file (ids and dy) from a token stream and a seed");
+  auto* make_batch_cmd =
+      app.add_subcommand("make-batch", "Write a batch file (ids and dy) from a token stream and a seed");
   make_batch_cmd->add_option("--out", mb.out, "Batch file to write")->required();
   make_batch_cmd->add_option("--dim", mb.dim, "Columns of dy (the table's embedding_dim)")->required();
   make_batch_cmd->add_option("--tokens", mb.tokens, "Text file of whitespace-separated token ids");
@@ -104,7 +110,8 @@ int main(int argc, char** argv) {
   make_batch_cmd->add_option("--seed", mb.seed, "Seed of dy (and of --zipf ids)")->capture_default_str();
 
   MakeTableArgs mt;
-  auto* make_table_cmd = app.add_subcommand("make-table", "Write a table file of uniform values in [-1, 1) from a seed");
+  auto* make_table_cmd =
+      app.add_subcommand("make-table", "Write a table file of uniform values in [-1, 1) from a seed");
   make_table_cmd->add_option("--out", mt.out, "Table file to write")->required();
   make_table_cmd->add_option("--rows", mt.rows, "num_embeddings")->required();
   make_table_cmd->add_option("--dim", mt.dim, "embedding_dim")->required();

@@ -30,8 +30,9 @@ std::vector<std::int64_t> read_tokens(std::string const& path) {
       used = 0;
     }
     if (used != word.size() || id < 0)
-      throw io::FileError(path, "", "holds '" + word + "' at token " + std::to_string(ids.size()) +
-                                        "; a token stream is whitespace-separated non-negative integer ids");
+      throw io::FileError(path, "",
+                          "holds '" + word + "' at token " + std::to_string(ids.size()) +
+                              "; a token stream is whitespace-separated non-negative integer ids");
     ids.push_back(id);
   }
   if (ids.empty()) throw io::FileError(path, "", "holds no tokens");
@@ -59,7 +60,8 @@ int make_batch(MakeBatchArgs const& a) {
   std::int64_t const t = a.positions > 0 ? a.positions : cycle * a.repeat;
   std::int64_t const max_id = *std::max_element(stream.begin(), stream.end());
   if (a.vocab > 0 && max_id >= a.vocab)
-    throw InvalidArgument("vocab", "the ids reach " + std::to_string(max_id) + ", beyond --vocab " + std::to_string(a.vocab));
+    throw InvalidArgument("vocab",
+                          "the ids reach " + std::to_string(max_id) + ", beyond --vocab " + std::to_string(a.vocab));
   io::BatchMeta meta{a.vocab > 0 ? a.vocab : max_id + 1, source, a.seed};
   io::BatchWriter out(a.out, t, a.dim, meta);
   synthetic::Rng rng(a.seed);

@@ -19,7 +19,9 @@ using test::same_values;
 
 }  // namespace
 // Short names in test listings.
-inline void PrintTo(Plan plan, std::ostream* os) { *os << to_string(plan); }
+inline void PrintTo(Plan plan, std::ostream* os) {
+  *os << to_string(plan);
+}
 namespace {
 
 constexpr Plan all_plans[] = {Plan::scan, Plan::sort, Plan::automatic};
@@ -38,7 +40,8 @@ TEST_P(Catalogue, IdenticalEveryPlanEqualsTheOracle) {
   auto const want_counts = reference::counts(b.rows, ids.ref());
   for (auto plan : all_plans) {
     SCOPED_TRACE(std::string("plan ") + std::string(to_string(plan)));
-    auto const got = layer_for(b, plan, Mode::identical, table).backward(ids.ref(), FloatsRef(b.dy.data(), b.dy_shape()));
+    auto const got =
+        layer_for(b, plan, Mode::identical, table).backward(ids.ref(), FloatsRef(b.dy.data(), b.dy_shape()));
     EXPECT_TRUE(same_bits(got.values, want));
     EXPECT_TRUE(same_values(got.counts, want_counts));
   }
@@ -65,10 +68,10 @@ TEST_P(Catalogue, FastIsWithinTheSummationBoundAndExactOnSerial) {
   IdsHolder ids(b);
   auto const table = test::table_for(b.rows, b.dim);
   auto const want = reference::backward_identical(b.config(), ids.ref(), b.dy.data(), nullptr);
-  auto const got = layer_for(b, Plan::automatic, Mode::fast, table).backward(ids.ref(), FloatsRef(b.dy.data(), b.dy_shape()));
+  auto const got =
+      layer_for(b, Plan::automatic, Mode::fast, table).backward(ids.ref(), FloatsRef(b.dy.data(), b.dy_shape()));
   EXPECT_TRUE(same_values(got.counts, reference::counts(b.rows, ids.ref())));
-  if (std::is_same<TEST_EXECSPACE, Kokkos::DefaultHostExecutionSpace>::value &&
-      TEST_EXECSPACE().concurrency() == 1) {
+  if (std::is_same<TEST_EXECSPACE, Kokkos::DefaultHostExecutionSpace>::value && TEST_EXECSPACE().concurrency() == 1) {
     EXPECT_TRUE(same_bits(got.values, want));
   }
   std::vector<double> magnitude(want.size(), 0.0);
@@ -98,7 +101,8 @@ TEST(Backward, NegativeZeroRowsArePositiveZero) {
     IdsHolder ids(b);
     auto const table = test::table_for(b.rows, b.dim);
     for (auto plan : all_plans) {
-      auto const g = layer_for(b, plan, Mode::identical, table).backward(ids.ref(), FloatsRef(b.dy.data(), b.dy_shape()));
+      auto const g =
+          layer_for(b, plan, Mode::identical, table).backward(ids.ref(), FloatsRef(b.dy.data(), b.dy_shape()));
       for (std::int64_t c = 0; c < b.dim; ++c) {
         EXPECT_EQ(test::bits_of(g.values[1 * b.dim + c]), 0u);
         EXPECT_EQ(test::bits_of(g.values[2 * b.dim + c]), 0u);
@@ -192,7 +196,8 @@ TEST_P(Carry, TheCarryIsNotModifiedAndSeedsTheSum) {
   carry[idle * b.dim] = -0.0f;
   auto const carry_before = carry;
   auto const layer = layer_for(b, GetParam(), Mode::identical, table);
-  auto const got = layer.backward(IdsRef(b.ids), FloatsRef(b.dy.data(), b.dy_shape()), FloatsRef(carry.data(), Shape{b.rows, b.dim}));
+  auto const got = layer.backward(IdsRef(b.ids), FloatsRef(b.dy.data(), b.dy_shape()),
+                                  FloatsRef(carry.data(), Shape{b.rows, b.dim}));
   EXPECT_TRUE(same_bits(carry, carry_before));
   auto const want = reference::backward_identical(b.config(), IdsRef(b.ids), b.dy.data(), carry.data());
   EXPECT_TRUE(same_bits(got.values, want));
@@ -207,8 +212,10 @@ TEST_P(Carry, InPlaceOnDeviceViews) {
   auto const layer = layer_for(b, GetParam(), Mode::identical, table);
   auto const want = reference::backward_identical(b.config(), IdsRef(b.ids), b.dy.data(), nullptr);
   Layer::matrix_type grad("grad", b.rows, b.dim);
-  auto ids_h = Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(b.ids.data(), b.ids.size());
-  auto dy_h = Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(b.dy.data(), b.positions(), b.dim);
+  auto ids_h =
+      Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(b.ids.data(), b.ids.size());
+  auto dy_h = Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+      b.dy.data(), b.positions(), b.dim);
   auto ids_d = Kokkos::create_mirror_view_and_copy(Layer::memory_space(), ids_h);
   auto dy_d = Kokkos::create_mirror_view_and_copy(Layer::memory_space(), dy_h);
   TEST_EXECSPACE space;
@@ -217,11 +224,15 @@ TEST_P(Carry, InPlaceOnDeviceViews) {
     auto const range = std::make_pair(cuts[k], cuts[k + 1]);
     Layer::ids64_type ids_chunk = Kokkos::subview(ids_d, range);
     Layer::const_matrix_type dy_chunk = Kokkos::subview(dy_d, range, Kokkos::ALL);
-    if (k == 0) layer.backward(space, ids_chunk, dy_chunk, grad);
-    else layer.backward(space, ids_chunk, dy_chunk, grad, grad);
+    if (k == 0)
+      layer.backward(space, ids_chunk, dy_chunk, grad);
+    else
+      layer.backward(space, ids_chunk, dy_chunk, grad, grad);
   }
   std::vector<float> got(want.size());
-  Kokkos::deep_copy(Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(got.data(), b.rows, b.dim), grad);
+  Kokkos::deep_copy(
+      Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(got.data(), b.rows, b.dim),
+      grad);
   EXPECT_TRUE(same_bits(got, want));
 }
 
@@ -240,24 +251,28 @@ TEST_P(Carry, InPlaceContinuesPastAnOverflowAndTouchesOnlyItsRows) {
   TEST_EXECSPACE space;
   for (std::int64_t p = 0; p < b.positions(); p += 5) {
     std::int64_t const n = std::min<std::int64_t>(5, b.positions() - p);
-    Layer::ids64_type ids(Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(b.ids.data() + p, n));
-    Layer::const_matrix_type dy(Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
-        b.dy.data() + p * b.dim, n, b.dim));
+    Layer::ids64_type ids(
+        Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(b.ids.data() + p, n));
+    Layer::const_matrix_type dy(
+        Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+            b.dy.data() + p * b.dim, n, b.dim));
     layer.backward(space, Kokkos::create_mirror_view_and_copy(Layer::memory_space(), ids),
                    Kokkos::create_mirror_view_and_copy(Layer::memory_space(), dy), grad, grad);
   }
   std::vector<float> got(want.size());
-  Kokkos::deep_copy(Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(got.data(), b.rows, b.dim), grad);
+  Kokkos::deep_copy(
+      Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(got.data(), b.rows, b.dim),
+      grad);
   EXPECT_TRUE(same_bits(got, want));
   // A separate carry holding inf is still refused.
-  EXPECT_THROW(layer.backward(IdsRef(b.ids), FloatsRef(b.dy.data(), b.dy_shape()), FloatsRef(got.data(), Shape{b.rows, b.dim})),
-               NonFinite);
+  EXPECT_THROW(
+      layer.backward(IdsRef(b.ids), FloatsRef(b.dy.data(), b.dy_shape()), FloatsRef(got.data(), Shape{b.rows, b.dim})),
+      NonFinite);
 }
 
-INSTANTIATE_TEST_SUITE_P(Plans, Carry, ::testing::ValuesIn(all_plans),
-                         [](::testing::TestParamInfo<Plan> const& info) {
-                           return std::string(info.param == Plan::automatic ? "auto" : to_string(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(Plans, Carry, ::testing::ValuesIn(all_plans), [](::testing::TestParamInfo<Plan> const& info) {
+  return std::string(info.param == Plan::automatic ? "auto" : to_string(info.param));
+});
 
 // The fp trap: sums whose bits change under any reassociation or flush-to-zero.
 // Row 0: 1 followed by 2^-24 terms (the ascending fold keeps 1.0; a reassociated
@@ -267,10 +282,15 @@ TEST(FloatingPointTrap, OrderSensitiveSumsKeepTheirBits) {
   std::vector<std::int64_t> ids{0, 0, 0, 0, 0, 1, 1, 0, 0};
   std::vector<float> dy(t * d);
   for (std::int64_t p = 0; p < t; ++p)
-    for (std::int64_t c = 0; c < d; ++c) dy[p * d + c] = ids[p] == 1 ? test::from_bits(1u + c) : (p == 0 ? 1.0f : 0x1p-24f);
+    for (std::int64_t c = 0; c < d; ++c)
+      dy[p * d + c] = ids[p] == 1 ? test::from_bits(1u + c) : (p == 0 ? 1.0f : 0x1p-24f);
   auto const table = test::table_for(2, d);
   for (auto plan : all_plans) {
-    Layer layer(2, d, FloatsRef(table.data(), Shape{2, d}), [&] { Options o; o.plan = plan; return o; }());
+    Layer layer(2, d, FloatsRef(table.data(), Shape{2, d}), [&] {
+      Options o;
+      o.plan = plan;
+      return o;
+    }());
     auto const g = layer.backward(IdsRef(ids), FloatsRef(dy.data(), Shape{t, d}));
     for (std::int64_t c = 0; c < d; ++c) {
       EXPECT_EQ(test::bits_of(g.values[c]), test::bits_of(1.0f)) << "plan " << to_string(plan) << ": reassociated";

@@ -13,17 +13,17 @@
 
 #include <hdf5.h>
 
-#include <csignal>
-#include <cstdio>
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace kembed {
 namespace {
@@ -54,8 +54,8 @@ class Io : public ::testing::Test {
   fs::path dir_;
 };
 
-Config config(std::int64_t v, std::int64_t d, std::optional<std::int64_t> pad = std::nullopt, Plan plan = Plan::automatic,
-              Mode mode = Mode::identical) {
+Config config(std::int64_t v, std::int64_t d, std::optional<std::int64_t> pad = std::nullopt,
+              Plan plan = Plan::automatic, Mode mode = Mode::identical) {
   Options o;
   o.padding_idx = pad;
   o.plan = plan;
@@ -134,7 +134,8 @@ TEST_F(Io, LoadRowsReadsARowRange) {
   io::SaveOptions so;
   so.rows_per_chunk = 64;
   io::save_table(path("t.h5"), w.data(), config(v, d), so);
-  for (auto [first, count] : {std::pair<std::int64_t, std::int64_t>{0, 1}, {63, 2}, {500, 300}, {999, 1}, {0, 1000}, {1000, 0}}) {
+  for (auto [first, count] :
+       {std::pair<std::int64_t, std::int64_t>{0, 1}, {63, 2}, {500, 300}, {999, 1}, {0, 1000}, {1000, 0}}) {
     auto const t = io::load_rows(path("t.h5"), first, count);
     EXPECT_EQ(t.first_row, first);
     EXPECT_TRUE(same_bits(t.weight, std::vector<float>(w.begin() + first * d, w.begin() + (first + count) * d)));
@@ -170,9 +171,11 @@ TEST_F(Io, ForeignFloat32DatasetsLoadInEveryLayout) {
   auto const w = special_table(v, d);
   std::vector<hsize_t> const dims{hsize_t(v), hsize_t(d)};
   write_dataset(path("contiguous.h5"), "/emb", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, w.data(), dims);
-  write_dataset(path("chunked.h5"), "/model/layer0/emb", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, w.data(), dims, {4, 5}, true);
+  write_dataset(path("chunked.h5"), "/model/layer0/emb", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, w.data(), dims, {4, 5},
+                true);
   write_dataset(path("bigendian.h5"), "/emb", H5T_IEEE_F32BE, H5T_NATIVE_FLOAT, w.data(), dims, {8, 5});
-  for (auto [file, name] : {std::pair<char const*, char const*>{"contiguous.h5", "/emb"}, {"chunked.h5", "model/layer0/emb"},
+  for (auto [file, name] : {std::pair<char const*, char const*>{"contiguous.h5", "/emb"},
+                            {"chunked.h5", "model/layer0/emb"},
                             {"bigendian.h5", "emb"}}) {
     auto const t = io::read_table_dataset(path(file), name);
     EXPECT_TRUE(same_bits(t.weight, w)) << file;
@@ -192,7 +195,8 @@ TEST_F(Io, Float64AndFloat16ConvertOnlyWhenAsked) {
   std::vector<float> w16{1.0f, 0.5f, -2.0f, 0.25f};
   write_dataset(path("f16.h5"), "/emb", half, H5T_NATIVE_FLOAT, w16.data(), {2, 2});
   H5Tclose(half);
-  for (auto [file, kind] : {std::pair<char const*, char const*>{"f64.h5", "64-bit floats"}, {"f16.h5", "16-bit floats"}}) {
+  for (auto [file, kind] :
+       {std::pair<char const*, char const*>{"f64.h5", "64-bit floats"}, {"f16.h5", "16-bit floats"}}) {
     try {
       io::read_table_dataset(path(file), "emb");
       ADD_FAILURE() << file << " loaded without asking";
@@ -267,10 +271,12 @@ TEST_F(Io, AKilledSaveNeverLeavesAHalfWrittenTarget) {
   io::save_table(path("t.h5"), old_table.data(), config(v, d));
   int killed = 0;
   for (int delay : {0, 2, 5, 10, 20, 40, 80}) {
-    int const rc = in_child([&] {
-      io::save_table(path("t.h5"), new_table.data(), config(v, d));
-      return 0;
-    }, delay);
+    int const rc = in_child(
+        [&] {
+          io::save_table(path("t.h5"), new_table.data(), config(v, d));
+          return 0;
+        },
+        delay);
     killed += rc == 128 + SIGKILL;
     auto const t = io::load_table(path("t.h5"));  // whole and readable, old or new
     EXPECT_TRUE(same_bits(t.weight, old_table) || same_bits(t.weight, new_table)) << "kill after " << delay << " ms";
@@ -350,21 +356,30 @@ TEST_F(Io, EveryBadFileIsRefusedByName) {
       {"no format tag", [](std::string const& p) { write_table_with(p, [](hid_t f) { H5Adelete(f, "format"); }); },
        "has no 'format' attribute, so it is not a kembed table file"},
       {"wrong format tag",
-       [](std::string const& p) { write_table_with(p, [](hid_t f) { set_string_attr(f, "format", "acme-vectors-3"); }); },
+       [](std::string const& p) {
+         write_table_with(p, [](hid_t f) { set_string_attr(f, "format", "acme-vectors-3"); });
+       },
        "has format 'acme-vectors-3', not 'kembed-embedding-1'"},
       {"newer version",
-       [](std::string const& p) { write_table_with(p, [](hid_t f) { set_string_attr(f, "format", "kembed-embedding-2"); }); },
+       [](std::string const& p) {
+         write_table_with(p, [](hid_t f) { set_string_attr(f, "format", "kembed-embedding-2"); });
+       },
        "was written by a newer kembed (format 'kembed-embedding-2'); this kembed reads 'kembed-embedding-1'"},
       {"a run file, not a table",
        [](std::string const& p) { write_table_with(p, [](hid_t f) { set_string_attr(f, "format", "kembed-run-1"); }); },
        "is a kembed run file (format 'kembed-run-1'), not a table file"},
-      {"missing dataset", [](std::string const& p) { write_table_with(p, [](hid_t f) { H5Ldelete(f, "weight", H5P_DEFAULT); }); },
+      {"missing dataset",
+       [](std::string const& p) { write_table_with(p, [](hid_t f) { H5Ldelete(f, "weight", H5P_DEFAULT); }); },
        "does not exist", "/weight"},
       {"wrong rank",
-       [](std::string const& p) { write_table_with(p, [](hid_t f) { replace_weight(f, H5T_IEEE_F32LE, {20, 3, 1}); }); },
+       [](std::string const& p) {
+         write_table_with(p, [](hid_t f) { replace_weight(f, H5T_IEEE_F32LE, {20, 3, 1}); });
+       },
        "has rank 3 (shape (20, 3, 1)); a table has rank 2", "/weight"},
       {"integer table",
-       [](std::string const& p) { write_table_with(p, [](hid_t f) { replace_weight(f, H5T_STD_I32LE, {20, 3}); }); },
+       [](std::string const& p) { write_table_with(p, [](hid_t f) {
+                                    replace_weight(f, H5T_STD_I32LE, {20, 3});
+                                  }); },
        "holds 32-bit integers; a table holds float32 values", "/weight"},
       {"string dataset",
        [](std::string const& p) {
@@ -377,7 +392,9 @@ TEST_F(Io, EveryBadFileIsRefusedByName) {
        },
        "holds strings; a table holds float32 values", "/weight"},
       {"float64 kembed table",
-       [](std::string const& p) { write_table_with(p, [](hid_t f) { replace_weight(f, H5T_IEEE_F64LE, {20, 3}); }); },
+       [](std::string const& p) { write_table_with(p, [](hid_t f) {
+                                    replace_weight(f, H5T_IEEE_F64LE, {20, 3});
+                                  }); },
        "holds 64-bit floats; kembed tables are float32", "/weight"},
       {"shape disagrees with the attributes",
        [](std::string const& p) { write_table_with(p, [](hid_t f) { set_int_attr(f, "num_embeddings", 21); }); },
@@ -385,9 +402,11 @@ TEST_F(Io, EveryBadFileIsRefusedByName) {
       {"invalid setting",
        [](std::string const& p) { write_table_with(p, [](hid_t f) { set_string_attr(f, "plan", "fastest"); }); },
        "its settings are invalid: plan must be 'auto', 'scan' or 'sort', got 'fastest'"},
-      {"padding_idx out of range", [](std::string const& p) { write_table_with(p, [](hid_t f) { set_int_attr(f, "padding_idx", 20); }); },
+      {"padding_idx out of range",
+       [](std::string const& p) { write_table_with(p, [](hid_t f) { set_int_attr(f, "padding_idx", 20); }); },
        "padding_idx must be within [-20, 20), got 20"},
-      {"missing attribute", [](std::string const& p) { write_table_with(p, [](hid_t f) { H5Adelete(f, "embedding_dim"); }); },
+      {"missing attribute",
+       [](std::string const& p) { write_table_with(p, [](hid_t f) { H5Adelete(f, "embedding_dim"); }); },
        "has no attribute 'embedding_dim'"},
       {"attribute of the wrong type",
        [](std::string const& p) { write_table_with(p, [](hid_t f) { set_string_attr(f, "padding_idx", "none"); }); },
@@ -465,7 +484,8 @@ TEST_F(Io, ACorruptedChunkFailsItsChecksum) {
     EXPECT_EQ(e.dataset(), "/weight");
   }
   // The rows outside the damaged chunk still read.
-  EXPECT_TRUE(same_bits(io::load_rows(path("t.h5"), 0, 192).weight, std::vector<float>(w.begin(), w.begin() + 192 * d)));
+  EXPECT_TRUE(
+      same_bits(io::load_rows(path("t.h5"), 0, 192).weight, std::vector<float>(w.begin(), w.begin() + 192 * d)));
   EXPECT_THROW(io::load_rows(path("t.h5"), 200, 1), io::FileError);
 }
 
@@ -520,7 +540,9 @@ TEST_F(Io, BatchFilesStreamAndRefuseWhatIsNotABatch) {
     io::BatchReader bad(path("float_ids.h5"), false);
     ADD_FAILURE() << "float ids accepted";
   } catch (io::FileError const& e) {
-    EXPECT_NE(std::string(e.what()).find("ids must be integers (a float id is refused rather than truncated)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("ids must be integers (a float id is refused rather than truncated)"),
+              std::string::npos)
+        << e.what();
   }
   std::vector<std::int64_t> two_d(6, 1);
   write_dataset(path("ids2d.h5"), "/ids", H5T_STD_I64LE, H5T_NATIVE_INT64, two_d.data(), {2, 3});
@@ -546,7 +568,8 @@ io::RunFile sample_run() {
   run.positions = 123456;
   run.microbatches = 31;
   run.microbatch_size = 4096;
-  run.inputs = {{"table", "/data/table.h5", io::sha256_hex("t", 1), 1000}, {"batch", "batch.h5", io::sha256_hex("b", 1), 2000}};
+  run.inputs = {{"table", "/data/table.h5", io::sha256_hex("t", 1), 1000},
+                {"batch", "batch.h5", io::sha256_hex("b", 1), 2000}};
   run.timings = {{"read_seconds", 0.5}, {"backward_seconds", 2.25}, {"write_seconds", 0.125}};
   run.command_line_json = io::json_array({"kembed", "backward", "--table", "a \"b\"\n"});
   run.configuration_json = "{\"microbatch\": 4096, \"plan\": \"auto\"}";

@@ -21,8 +21,12 @@ std::set<std::string>& regions() {
   return names;
 }
 
-void on_kernel(char const* name, std::uint32_t, std::uint64_t*) { kernels().insert(name); }
-void on_region(char const* name) { regions().insert(name); }
+void on_kernel(char const* name, std::uint32_t, std::uint64_t*) {
+  kernels().insert(name);
+}
+void on_region(char const* name) {
+  regions().insert(name);
+}
 
 class Labels : public ::testing::Test {
  protected:
@@ -62,10 +66,10 @@ TEST_F(Labels, KernelsAndRegionsAreNamedKembed) {
     if (name.rfind("Kokkos::", 0) == 0) continue;
     EXPECT_EQ(name.rfind("kembed::", 0), 0u) << "unlabelled kernel: " << name;
   }
-  for (char const* want : {"kembed::forward", "kembed::check_ids", "kembed::check_finite", "kembed::backward_scan",
-                           "kembed::backward_sort::histogram", "kembed::backward_sort::offsets",
-                           "kembed::backward_sort::scatter", "kembed::backward_fold",
-                           "kembed::backward_fold_pairwise", "kembed::backward_fast", "kembed::counts"})
+  for (char const* want :
+       {"kembed::forward", "kembed::check_ids", "kembed::check_finite", "kembed::backward_scan",
+        "kembed::backward_sort::histogram", "kembed::backward_sort::offsets", "kembed::backward_sort::scatter",
+        "kembed::backward_fold", "kembed::backward_fold_pairwise", "kembed::backward_fast", "kembed::counts"})
     EXPECT_EQ(kernels().count(want), 1u) << "kernel never seen: " << want;
   for (char const* want : {"kembed::forward", "kembed::backward[identical,scan]", "kembed::backward[identical,sort]",
                            "kembed::backward[deterministic,sort]", "kembed::backward[fast]", "kembed::counts"})

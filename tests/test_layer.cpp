@@ -25,8 +25,10 @@ TEST(Backend, RunsWithTheRequestedThreadCount) {
   if (std::is_same<TEST_EXECSPACE, Kokkos::OpenMP>::value)
     ASSERT_NE(want, nullptr) << "CTest sets KEMBED_TEST_THREADS for every OpenMP run";
 #endif
-  if (want) EXPECT_EQ(space.concurrency(), std::atoi(want)) << TEST_EXECSPACE::name();
-  else EXPECT_EQ(space.concurrency(), 1) << TEST_EXECSPACE::name() << " runs one thread";
+  if (want)
+    EXPECT_EQ(space.concurrency(), std::atoi(want)) << TEST_EXECSPACE::name();
+  else
+    EXPECT_EQ(space.concurrency(), 1) << TEST_EXECSPACE::name() << " runs one thread";
 }
 
 TEST(Forward, GathersRowsBitForBitFromInt32AndInt64Ids) {
@@ -147,52 +149,94 @@ TEST_F(Refusals, EveryRefusalOfTheContract) {
 
   std::vector<Refusal> const rows{
       {"id at V", "ids", "ids holds 6 at position 1, outside [0, 6)", [&] { layer.backward(IdsRef(high), dy_ref()); }},
-      {"negative id, first reported", "ids", "ids holds -3 at position 2", [&] { layer.backward(IdsRef(low), dy_ref()); }},
+      {"negative id, first reported", "ids", "ids holds -3 at position 2",
+       [&] { layer.backward(IdsRef(low), dy_ref()); }},
       {"int32 id at V in forward", "ids", "ids holds 6 at position 3", [&] { layer.forward(IdsRef(high32)); }},
       {"NaN in the table at construction", "weight", "weight holds NaN at row 2, column 1",
-       [&] { Layer(v, d, FloatsRef(bad_table.data(), Shape{v, d})); }},
+       [&] {
+         Layer(v, d, FloatsRef(bad_table.data(), Shape{v, d}));
+       }},
       {"NaN in the table at assignment", "weight", "weight holds NaN at row 2, column 1",
-       [&] { layer.set_weight(FloatsRef(bad_table.data(), Shape{v, d})); }},
+       [&] {
+         layer.set_weight(FloatsRef(bad_table.data(), Shape{v, d}));
+       }},
       {"inf in dy", "dy", "dy holds -inf at position 1, column 2",
-       [&] { layer.backward(IdsRef(ids), FloatsRef(bad_dy.data(), Shape{t, d}), carry_ref()); }},
+       [&] {
+         layer.backward(IdsRef(ids), FloatsRef(bad_dy.data(), Shape{t, d}), carry_ref());
+       }},
       {"inf in the carry", "carry", "carry holds +inf at row 4, column 0",
-       [&] { layer.backward(IdsRef(ids), dy_ref(), FloatsRef(bad_carry.data(), Shape{v, d})); }},
+       [&] {
+         layer.backward(IdsRef(ids), dy_ref(), FloatsRef(bad_carry.data(), Shape{v, d}));
+       }},
       {"empty ids", "ids", "with no positions", [&] { layer.forward(IdsRef(none)); }},
       {"empty ids and dy", "ids", "with no positions",
-       [&] { layer.backward(IdsRef(none), FloatsRef(dy.data(), Shape{0, d})); }},
+       [&] {
+         layer.backward(IdsRef(none), FloatsRef(dy.data(), Shape{0, d}));
+       }},
       {"dy of the wrong shape", "dy", "dy has shape (4, 2), want (4, 3)",
-       [&] { layer.backward(IdsRef(ids), FloatsRef(dy.data(), Shape{t, 2})); }},
+       [&] {
+         layer.backward(IdsRef(ids), FloatsRef(dy.data(), Shape{t, 2}));
+       }},
       {"dy without the trailing dimension", "dy", "dy has shape (12,), want (4, 3)",
        [&] { layer.backward(IdsRef(ids), FloatsRef(dy.data(), Shape{t * d})); }},
       {"ids 2-D, dy flat", "dy", "dy has shape (4, 3), want (2, 2, 3)",
-       [&] { layer.backward(IdsRef(ids.data(), Shape{2, 2}), dy_ref()); }},
+       [&] {
+         layer.backward(IdsRef(ids.data(), Shape{2, 2}), dy_ref());
+       }},
       {"carry of the wrong shape", "carry", "carry has shape (3, 6), want (6, 3)",
-       [&] { layer.backward(IdsRef(ids), dy_ref(), FloatsRef(carry.data(), Shape{d, v})); }},
+       [&] {
+         layer.backward(IdsRef(ids), dy_ref(), FloatsRef(carry.data(), Shape{d, v}));
+       }},
       {"table of the wrong shape", "weight", "weight has shape (3, 6), want (6, 3)",
-       [&] { Layer(v, d, FloatsRef(table.data(), Shape{d, v})); }},
+       [&] {
+         Layer(v, d, FloatsRef(table.data(), Shape{d, v}));
+       }},
       {"table reassigned with another shape", "weight", "weight has shape (2, 3), want (6, 3)",
-       [&] { layer.set_weight(FloatsRef(table.data(), Shape{2, d})); }},
+       [&] {
+         layer.set_weight(FloatsRef(table.data(), Shape{2, d}));
+       }},
       {"from_pretrained of a 1-D table", "weight", "from_pretrained wants a 2-D",
        [&] { Layer::from_pretrained(FloatsRef(table.data(), Shape{v * d})); }},
       {"V < 1", "num_embeddings", "num_embeddings must be at least 1, got 0",
-       [&] { Layer(0, d, FloatsRef(table.data(), Shape{0, d})); }},
+       [&] {
+         Layer(0, d, FloatsRef(table.data(), Shape{0, d}));
+       }},
       {"d < 1", "embedding_dim", "embedding_dim must be at least 1, got -2",
-       [&] { Layer(v, -2, FloatsRef(table.data(), Shape{v, -2})); }},
+       [&] {
+         Layer(v, -2, FloatsRef(table.data(), Shape{v, -2}));
+       }},
       {"padding_idx = V", "padding_idx", "padding_idx must be within [-6, 6), got 6",
-       [&] { Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) { o.padding_idx = 6; })); }},
+       [&] {
+         Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) { o.padding_idx = 6; }));
+       }},
       {"padding_idx = -V - 1", "padding_idx", "got -7",
-       [&] { Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) { o.padding_idx = -7; })); }},
-      {"no table", "weight", "weight is required", [&] { Layer(v, d, FloatsRef(nullptr, Shape{v, d})); }},
+       [&] {
+         Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) { o.padding_idx = -7; }));
+       }},
+      {"no table", "weight", "weight is required",
+       [&] {
+         Layer(v, d, FloatsRef(nullptr, Shape{v, d}));
+       }},
       {"max_norm", "max_norm", "max_norm is refused",
-       [&] { Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) { o.max_norm = 1.0; })); }},
+       [&] {
+         Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) { o.max_norm = 1.0; }));
+       }},
       {"norm_type", "norm_type", "norm_type must be 2.0",
-       [&] { Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) { o.norm_type = 1.0; })); }},
+       [&] {
+         Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) { o.norm_type = 1.0; }));
+       }},
       {"scale_grad_by_freq", "scale_grad_by_freq", "scale_grad_by_freq=true is refused",
-       [&] { Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) { o.scale_grad_by_freq = true; })); }},
+       [&] {
+         Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) { o.scale_grad_by_freq = true; }));
+       }},
       {"sparse", "sparse", "sparse=true is refused",
-       [&] { Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) { o.sparse = true; })); }},
+       [&] {
+         Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) { o.sparse = true; }));
+       }},
       {"table too large for int64", "weight", "does not fit in a signed 64-bit integer",
-       [&] { Layer(std::int64_t{1} << 40, std::int64_t{1} << 40, FloatsRef(table.data(), Shape{v, d})); }},
+       [&] {
+         Layer(std::int64_t{1} << 40, std::int64_t{1} << 40, FloatsRef(table.data(), Shape{v, d}));
+       }},
   };
   for (auto const& r : rows) expect_refused(r);
 }

@@ -8,18 +8,24 @@ namespace kembed {
 
 std::string_view to_string(Plan plan) noexcept {
   switch (plan) {
-    case Plan::scan: return "scan";
-    case Plan::sort: return "sort";
-    case Plan::automatic: return "auto";
+    case Plan::scan:
+      return "scan";
+    case Plan::sort:
+      return "sort";
+    case Plan::automatic:
+      return "auto";
   }
   return "?";
 }
 
 std::string_view to_string(Mode mode) noexcept {
   switch (mode) {
-    case Mode::identical: return "identical";
-    case Mode::deterministic: return "deterministic";
-    case Mode::fast: return "fast";
+    case Mode::identical:
+      return "identical";
+    case Mode::deterministic:
+      return "deterministic";
+    case Mode::fast:
+      return "fast";
   }
   return "?";
 }
@@ -33,8 +39,7 @@ Plan parse_plan(std::string_view text) {
 Mode parse_mode(std::string_view text) {
   for (auto mode : {Mode::identical, Mode::deterministic, Mode::fast})
     if (text == to_string(mode)) return mode;
-  throw InvalidArgument("mode", "mode must be 'identical', 'deterministic' or 'fast', got '" +
-                                    std::string(text) + "'");
+  throw InvalidArgument("mode", "mode must be 'identical', 'deterministic' or 'fast', got '" + std::string(text) + "'");
 }
 
 Config make_config(std::int64_t num_embeddings, std::int64_t embedding_dim, Options const& options) {

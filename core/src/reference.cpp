@@ -36,8 +36,7 @@ std::vector<float> forward(float const* weight, Config const& config, IdsRef con
   return y;
 }
 
-std::vector<float> backward_identical(Config const& config, IdsRef const& ids, float const* dy,
-                                      float const* carry) {
+std::vector<float> backward_identical(Config const& config, IdsRef const& ids, float const* dy, float const* carry) {
   check_ids(config, ids);
   auto const t = ids.size();
   auto const d = config.embedding_dim;

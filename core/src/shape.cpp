@@ -20,8 +20,8 @@ std::int64_t Shape::numel(char const* argument) const {
   std::int64_t n = 1;
   for (auto dim : dims_) {
     if (dim < 0) {
-      throw InvalidArgument(argument, std::string(argument) + " has shape " + str() +
-                                          " with a negative dimension; want dimensions >= 0");
+      throw InvalidArgument(
+          argument, std::string(argument) + " has shape " + str() + " with a negative dimension; want dimensions >= 0");
     }
     n = checked_mul(n, dim, argument);
   }

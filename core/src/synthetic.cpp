@@ -8,7 +8,8 @@
 namespace kembed::synthetic {
 
 std::vector<std::int64_t> uniform_ids(std::int64_t num_embeddings, std::int64_t positions, std::uint64_t seed) {
-  if (num_embeddings < 1) throw InvalidArgument("num_embeddings", "num_embeddings must be at least 1, got " + std::to_string(num_embeddings));
+  if (num_embeddings < 1)
+    throw InvalidArgument("num_embeddings", "num_embeddings must be at least 1, got " + std::to_string(num_embeddings));
   Rng rng(seed);
   std::vector<std::int64_t> ids(static_cast<std::size_t>(positions));
   for (auto& id : ids) id = rng.below(num_embeddings);
@@ -16,7 +17,8 @@ std::vector<std::int64_t> uniform_ids(std::int64_t num_embeddings, std::int64_t 
 }
 
 std::vector<std::int64_t> zipf_ids(std::int64_t num_embeddings, std::int64_t positions, double s, std::uint64_t seed) {
-  if (num_embeddings < 1) throw InvalidArgument("num_embeddings", "num_embeddings must be at least 1, got " + std::to_string(num_embeddings));
+  if (num_embeddings < 1)
+    throw InvalidArgument("num_embeddings", "num_embeddings must be at least 1, got " + std::to_string(num_embeddings));
   if (!(s > 0.0)) throw InvalidArgument("s", "the Zipf exponent s must be positive, got " + std::to_string(s));
   // Inverse CDF by binary search over the cumulative weights.
   std::vector<double> cdf(static_cast<std::size_t>(num_embeddings));

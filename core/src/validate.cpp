@@ -8,7 +8,8 @@ namespace kembed {
 
 std::int64_t check_ids_shape(Shape const& ids_shape) {
   auto const t = ids_shape.numel("ids");
-  if (t < 1) throw InvalidArgument("ids", "ids has shape " + ids_shape.str() + " with no positions; want at least one id");
+  if (t < 1)
+    throw InvalidArgument("ids", "ids has shape " + ids_shape.str() + " with no positions; want at least one id");
   return t;
 }
 
@@ -16,8 +17,8 @@ std::int64_t check_dy_shape(Shape const& ids_shape, Shape const& dy_shape, std::
   auto const t = check_ids_shape(ids_shape);
   auto const want = ids_shape.appended(embedding_dim);
   if (dy_shape != want) {
-    throw InvalidArgument("dy", "dy has shape " + dy_shape.str() + ", want " + want.str() +
-                                    " (ids.shape + (embedding_dim,))");
+    throw InvalidArgument(
+        "dy", "dy has shape " + dy_shape.str() + ", want " + want.str() + " (ids.shape + (embedding_dim,))");
   }
   return t;
 }

@@ -2,11 +2,11 @@
 
 #include <kembed/io/error.hpp>
 
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cerrno>
+#include <cstring>
 #include <vector>
 
 namespace kembed::io {
@@ -19,7 +19,9 @@ std::string folder_of(std::string const& path) {
   return path.substr(0, slash);
 }
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+  return std::strerror(errno);
+}
 
 void sync_path(std::string const& path, int flags, std::string const& what) {
   int const fd = ::open(path.c_str(), flags | O_CLOEXEC);

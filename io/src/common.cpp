@@ -6,23 +6,25 @@
 #include <kembed/core/validate.hpp>
 #include <kembed/io/error.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <stdexcept>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace kembed::io::detail {
 
 h5::Handle open_for_reading(std::string const& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw FileError(path, "", std::string("cannot be opened: ") + std::strerror(errno));
+  if (::stat(path.c_str(), &st) != 0)
+    throw FileError(path, "", std::string("cannot be opened: ") + std::strerror(errno));
   if (S_ISDIR(st.st_mode)) throw FileError(path, "", "is a folder, not an HDF5 file");
-  if (::access(path.c_str(), R_OK) != 0) throw FileError(path, "", std::string("cannot be read: ") + std::strerror(errno));
+  if (::access(path.c_str(), R_OK) != 0)
+    throw FileError(path, "", std::string("cannot be read: ") + std::strerror(errno));
   htri_t const is_hdf5 = H5Fis_hdf5(path.c_str());
   if (is_hdf5 <= 0) {
     h5::error_text();  // clear the stack
@@ -30,8 +32,8 @@ h5::Handle open_for_reading(std::string const& path) {
   }
   h5::Handle file = h5::file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!file.valid()) {
-    throw FileError(path, "", "is an HDF5 file but cannot be opened; it is truncated or damaged (HDF5: " +
-                                  h5::error_text() + ")");
+    throw FileError(
+        path, "", "is an HDF5 file but cannot be opened; it is truncated or damaged (HDF5: " + h5::error_text() + ")");
   }
   return file;
 }
@@ -45,8 +47,9 @@ void check_format(hid_t file, std::string const& path, std::string const& family
   }
   std::string const want = family + "-" + std::to_string(version);
   if (!tag) {
-    throw FileError(path, "", std::string("has no 'format' attribute, so it is not a kembed ") + what +
-                                  " file (format '" + want + "')");
+    throw FileError(
+        path, "",
+        std::string("has no 'format' attribute, so it is not a kembed ") + what + " file (format '" + want + "')");
   }
   if (*tag == want) return;
   auto const dash = tag->rfind('-');
@@ -54,12 +57,14 @@ void check_format(hid_t file, std::string const& path, std::string const& family
   std::string const tag_version = dash == std::string::npos ? "" : tag->substr(dash + 1);
   bool const numeric = !tag_version.empty() && tag_version.find_first_not_of("0123456789") == std::string::npos;
   if (tag_family == family && numeric && std::stoll(tag_version) > version) {
-    throw FileError(path, "", "was written by a newer kembed (format '" + *tag + "'); this kembed reads '" + want +
-                                  "': upgrade kembed to read it");
+    throw FileError(path, "",
+                    "was written by a newer kembed (format '" + *tag + "'); this kembed reads '" + want +
+                        "': upgrade kembed to read it");
   }
   if (tag_family == "kembed-run" || tag_family == "kembed-embedding") {
-    throw FileError(path, "", "is a kembed " + std::string(tag_family == "kembed-run" ? "run" : "table") +
-                                  " file (format '" + *tag + "'), not a " + what + " file");
+    throw FileError(path, "",
+                    "is a kembed " + std::string(tag_family == "kembed-run" ? "run" : "table") + " file (format '" +
+                        *tag + "'), not a " + what + " file");
   }
   throw FileError(path, "", "has format '" + *tag + "', not '" + want + "'");
 }
@@ -70,8 +75,9 @@ void check_size(std::string const& path, std::string const& name, std::int64_t r
   try {
     bytes = checked_mul(checked_mul(rows, cols, "shape"), element_bytes, "shape");
   } catch (Error const&) {
-    throw FileError(path, name, "has shape (" + std::to_string(rows) + ", " + std::to_string(cols) +
-                                    "), whose size does not fit in 64 bits; the file is damaged or not a table");
+    throw FileError(path, name,
+                    "has shape (" + std::to_string(rows) + ", " + std::to_string(cols) +
+                        "), whose size does not fit in 64 bits; the file is damaged or not a table");
   }
   long const pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   if (pages > 0 && page > 0) {
@@ -105,10 +111,13 @@ FloatMatrix open_float_matrix(hid_t file, std::string const& path, std::string c
   }
   auto const size = H5Tget_size(type);
   if (size != 4 && !convert) {
-    throw FileError(path, name, "holds " + h5::describe_type(type) +
-                                    "; kembed tables are float32. Convert it first (numpy: "
-                                    "f['" + name + "'][...].astype('float32')), or ask for the conversion "
-                                    "(convert = true, --convert), which rounds each value to the nearest float32");
+    throw FileError(path, name,
+                    "holds " + h5::describe_type(type) +
+                        "; kembed tables are float32. Convert it first (numpy: "
+                        "f['" +
+                        name +
+                        "'][...].astype('float32')), or ask for the conversion "
+                        "(convert = true, --convert), which rounds each value to the nearest float32");
   }
   int const rank = H5Sget_simple_extent_ndims(space);
   hsize_t dims[H5S_MAX_RANK] = {};
@@ -117,7 +126,8 @@ FloatMatrix open_float_matrix(hid_t file, std::string const& path, std::string c
     std::string shape = "(";
     for (int i = 0; i < rank; ++i) shape += (i ? ", " : "") + std::to_string(dims[i]);
     shape += rank == 1 ? ",)" : ")";
-    throw FileError(path, name, "has rank " + std::to_string(rank) + " (shape " + shape + "); a table has rank 2 (rows, columns)");
+    throw FileError(path, name,
+                    "has rank " + std::to_string(rank) + " (shape " + shape + "); a table has rank 2 (rows, columns)");
   }
   if (dims[0] > hsize_t(INT64_MAX) || dims[1] > hsize_t(INT64_MAX))
     throw FileError(path, name, "has dimensions beyond 64-bit signed integers");
@@ -134,18 +144,24 @@ void read_rows(FloatMatrix const& m, std::string const& path, std::string const&
   H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, nullptr, extent, nullptr);
   h5::Handle mem_space = h5::dataspace(H5Screate_simple(2, extent, nullptr));
   if (H5Dread(m.dataset, H5T_NATIVE_FLOAT, mem_space, file_space, H5P_DEFAULT, out) < 0) {
-    throw FileError(path, name, "reading rows " + std::to_string(first) + " to " + std::to_string(first + count - 1) +
-                                    " failed: the stored data do not match their checksum or cannot be decoded, "
-                                    "so the file is damaged (HDF5: " + h5::error_text() + ")");
+    throw FileError(path, name,
+                    "reading rows " + std::to_string(first) + " to " + std::to_string(first + count - 1) +
+                        " failed: the stored data do not match their checksum or cannot be decoded, "
+                        "so the file is damaged (HDF5: " +
+                        h5::error_text() + ")");
   }
   if (!finite) return;
   std::int64_t const n = count * m.cols;
   std::int64_t const bad = first_non_finite(out, n);
   if (bad < n) {
     float const value = out[bad];
-    throw FileError(path, name, std::string("holds ") + (std::isnan(value) ? "NaN" : value > 0 ? "+inf" : "-inf") +
-                                    " at row " + std::to_string(first + bad / m.cols) + ", column " +
-                                    std::to_string(bad % m.cols) + "; a table must be finite");
+    throw FileError(path, name,
+                    std::string("holds ") +
+                        (std::isnan(value) ? "NaN"
+                         : value > 0       ? "+inf"
+                                           : "-inf") +
+                        " at row " + std::to_string(first + bad / m.cols) + ", column " + std::to_string(bad % m.cols) +
+                        "; a table must be finite");
   }
 }
 
@@ -154,7 +170,8 @@ h5::Handle create_matrix(hid_t loc, char const* name, hid_t file_type, std::int6
                          SaveOptions const& options) {
   std::int64_t const element = static_cast<std::int64_t>(H5Tget_size(file_type));
   std::int64_t chunk_rows = options.rows_per_chunk;
-  if (chunk_rows <= 0) chunk_rows = std::max<std::int64_t>(1, (std::int64_t{1} << 20) / (element * std::max<std::int64_t>(cols, 1)));
+  if (chunk_rows <= 0)
+    chunk_rows = std::max<std::int64_t>(1, (std::int64_t{1} << 20) / (element * std::max<std::int64_t>(cols, 1)));
   chunk_rows = std::min(chunk_rows, rows);
   hsize_t const dims[2] = {hsize_t(rows), hsize_t(cols)};
   hsize_t const chunk[2] = {hsize_t(chunk_rows), hsize_t(cols)};
@@ -173,7 +190,8 @@ h5::Handle create_matrix(hid_t loc, char const* name, hid_t file_type, std::int6
   return dset;
 }
 
-void write_block(hid_t dset, char const* name, hid_t mem_type, std::int64_t first, std::int64_t count, void const* data) {
+void write_block(hid_t dset, char const* name, hid_t mem_type, std::int64_t first, std::int64_t count,
+                 void const* data) {
   if (count == 0) return;
   h5::Handle file_space = h5::dataspace(H5Dget_space(dset));
   int const rank = H5Sget_simple_extent_ndims(file_space);
@@ -200,8 +218,9 @@ h5::Handle open_int_vector(hid_t file, std::string const& path, std::string cons
   h5::Handle type = h5::datatype(H5Dget_type(dset));
   h5::Handle space = h5::dataspace(H5Dget_space(dset));
   if (H5Tget_class(type) != H5T_INTEGER) {
-    throw FileError(path, name, "holds " + h5::describe_type(type) +
-                                    "; ids must be integers (a float id is refused rather than truncated)");
+    throw FileError(
+        path, name,
+        "holds " + h5::describe_type(type) + "; ids must be integers (a float id is refused rather than truncated)");
   }
   if (H5Tget_size(type) > 8 || (H5Tget_size(type) == 8 && H5Tget_sign(type) == H5T_SGN_NONE))
     throw FileError(path, name, "holds unsigned 64-bit integers; ids must be signed 64-bit or narrower");
@@ -209,24 +228,25 @@ h5::Handle open_int_vector(hid_t file, std::string const& path, std::string cons
   hsize_t dims[H5S_MAX_RANK] = {};
   H5Sget_simple_extent_dims(space, dims, nullptr);
   if (rank != 1) {
-    throw FileError(path, name, "has rank " + std::to_string(rank) +
-                                    "; ids are 1-D (T,), positions in order (flatten them in C order)");
+    throw FileError(
+        path, name,
+        "has rank " + std::to_string(rank) + "; ids are 1-D (T,), positions in order (flatten them in C order)");
   }
   if (size_out) *size_out = static_cast<std::int64_t>(dims[0]);
   return dset;
 }
 
-void read_ints(hid_t dataset, std::string const& path, std::string const& name, std::int64_t first,
-               std::int64_t count, std::int64_t* out) {
+void read_ints(hid_t dataset, std::string const& path, std::string const& name, std::int64_t first, std::int64_t count,
+               std::int64_t* out) {
   if (count == 0) return;
   h5::Handle file_space = h5::dataspace(H5Dget_space(dataset));
   hsize_t const start[1] = {hsize_t(first)}, extent[1] = {hsize_t(count)};
   H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, nullptr, extent, nullptr);
   h5::Handle mem_space = h5::dataspace(H5Screate_simple(1, extent, nullptr));
   if (H5Dread(dataset, H5T_NATIVE_INT64, mem_space, file_space, H5P_DEFAULT, out) < 0) {
-    throw FileError(path, name, "reading positions " + std::to_string(first) + " to " +
-                                    std::to_string(first + count - 1) + " failed; the file is damaged (HDF5: " +
-                                    h5::error_text() + ")");
+    throw FileError(path, name,
+                    "reading positions " + std::to_string(first) + " to " + std::to_string(first + count - 1) +
+                        " failed; the file is damaged (HDF5: " + h5::error_text() + ")");
   }
 }
 
@@ -254,16 +274,21 @@ StreamingFile::StreamingFile(std::string path) : impl_(new Impl(std::move(path))
   }
 }
 
-StreamingFile::~StreamingFile() { delete impl_; }
+StreamingFile::~StreamingFile() {
+  delete impl_;
+}
 
-hid_t StreamingFile::root() const { return impl_->file; }
+hid_t StreamingFile::root() const {
+  return impl_->file;
+}
 
 void StreamingFile::create(char const* name, hid_t file_type, std::int64_t rows, std::int64_t cols,
                            SaveOptions const& options) {
   impl_->datasets.emplace_back(name, create_matrix(impl_->file, name, file_type, rows, cols, options));
 }
 
-void StreamingFile::write_rows(char const* name, hid_t mem_type, std::int64_t first, std::int64_t count, void const* data) {
+void StreamingFile::write_rows(char const* name, hid_t mem_type, std::int64_t first, std::int64_t count,
+                               void const* data) {
   write_block(impl_->dataset(name), name, mem_type, first, count, data);
 }
 

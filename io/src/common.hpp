@@ -14,8 +14,7 @@ namespace kembed::io::detail {
 h5::Handle open_for_reading(std::string const& path);
 
 // Reads the root's "format" attribute and checks it is `family`-N with N == version.
-void check_format(hid_t file, std::string const& path, std::string const& family, int version,
-                  char const* what);
+void check_format(hid_t file, std::string const& path, std::string const& family, int version, char const* what);
 
 struct FloatMatrix {
   h5::Handle dataset;
@@ -38,8 +37,8 @@ void read_rows(FloatMatrix const& m, std::string const& path, std::string const&
 // Reads a 1-D integer dataset's elements [first, first + count) as int64; refuses
 // other types and ranks. `size_out` (if given) receives the dataset's length.
 h5::Handle open_int_vector(hid_t file, std::string const& path, std::string const& name, std::int64_t* size_out);
-void read_ints(hid_t dataset, std::string const& path, std::string const& name, std::int64_t first,
-               std::int64_t count, std::int64_t* out);
+void read_ints(hid_t dataset, std::string const& path, std::string const& name, std::int64_t first, std::int64_t count,
+               std::int64_t* out);
 
 // A file written crash-safely (AtomicFile) whose datasets are filled in row blocks.
 class StreamingFile {

@@ -3,8 +3,8 @@
 #include <kembed/io/describe.hpp>
 #include <kembed/io/error.hpp>
 
-#include <sstream>
 #include <sys/stat.h>
+#include <sstream>
 
 namespace kembed::io {
 namespace {
@@ -16,7 +16,8 @@ std::string attribute_text(hid_t obj, char const* name) {
   bool const scalar = H5Sget_simple_extent_npoints(space) == 1;
   try {
     switch (H5Tget_class(type)) {
-      case H5T_STRING: return h5::read_string(obj, name).value_or("");
+      case H5T_STRING:
+        return h5::read_string(obj, name).value_or("");
       case H5T_INTEGER:
         if (scalar) return std::to_string(h5::read_int64(obj, name).value_or(0));
         break;
@@ -28,7 +29,8 @@ std::string attribute_text(hid_t obj, char const* name) {
           return out.str();
         }
         break;
-      default: break;
+      default:
+        break;
     }
   } catch (std::exception const&) {
   }
@@ -73,11 +75,20 @@ herr_t add_dataset(hid_t, char const* name, H5L_info_t const* info, void* data) 
     char filter_name[64] = {};
     auto const id = H5Pget_filter2(dcpl, unsigned(i), &flags, &n, nullptr, sizeof filter_name, filter_name, &config);
     switch (id) {
-      case H5Z_FILTER_DEFLATE: d.filters.emplace_back("deflate"); break;
-      case H5Z_FILTER_SHUFFLE: d.filters.emplace_back("shuffle"); break;
-      case H5Z_FILTER_FLETCHER32: d.filters.emplace_back("fletcher32"); break;
-      case H5Z_FILTER_SZIP: d.filters.emplace_back("szip"); break;
-      default: d.filters.emplace_back(filter_name[0] ? filter_name : "filter " + std::to_string(id));
+      case H5Z_FILTER_DEFLATE:
+        d.filters.emplace_back("deflate");
+        break;
+      case H5Z_FILTER_SHUFFLE:
+        d.filters.emplace_back("shuffle");
+        break;
+      case H5Z_FILTER_FLETCHER32:
+        d.filters.emplace_back("fletcher32");
+        break;
+      case H5Z_FILTER_SZIP:
+        d.filters.emplace_back("szip");
+        break;
+      default:
+        d.filters.emplace_back(filter_name[0] ? filter_name : "filter " + std::to_string(id));
     }
   }
   visit.summary->datasets.push_back(std::move(d));
@@ -93,7 +104,8 @@ FileSummary describe_file(std::string const& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) summary.bytes = st.st_size;
   summary.format = h5::read_string(file, "format").value_or("");
-  for (auto const& name : h5::attribute_names(file)) summary.attributes.emplace_back(name, attribute_text(file, name.c_str()));
+  for (auto const& name : h5::attribute_names(file))
+    summary.attributes.emplace_back(name, attribute_text(file, name.c_str()));
   Visit visit{file, &summary};
   if (H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, add_dataset, &visit) < 0)
     throw FileError(path, "", "its structure cannot be read; the file is damaged (HDF5: " + h5::error_text() + ")");

@@ -9,7 +9,9 @@ Quiet::Quiet() {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
 }
 
-Quiet::~Quiet() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
+Quiet::~Quiet() {
+  H5Eset_auto2(H5E_DEFAULT, func_, data_);
+}
 
 namespace {
 herr_t collect(unsigned n, H5E_error2_t const* e, void* out) {
@@ -106,7 +108,9 @@ void write_double(hid_t obj, char const* name, double value) {
   check(H5Awrite(attr, H5T_NATIVE_DOUBLE, &value), name);
 }
 
-bool has_attribute(hid_t obj, char const* name) { return H5Aexists(obj, name) > 0; }
+bool has_attribute(hid_t obj, char const* name) {
+  return H5Aexists(obj, name) > 0;
+}
 
 std::optional<std::string> read_string(hid_t obj, char const* name) {
   if (!has_attribute(obj, name)) return std::nullopt;
@@ -153,7 +157,8 @@ std::string read_string_dataset(hid_t loc, char const* name) {
   Handle dset = dataset(H5Dopen2(loc, name, H5P_DEFAULT));
   if (!dset.valid()) throw std::runtime_error(std::string("no dataset '") + name + "'");
   Handle type = datatype(H5Dget_type(dset));
-  return read_any_string(type, [&](hid_t mem, void* buf) { return H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); });
+  return read_any_string(type,
+                         [&](hid_t mem, void* buf) { return H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); });
 }
 
 namespace {
@@ -211,18 +216,30 @@ bool exists(hid_t file, std::string const& path) {
 std::string describe_type(hid_t type) {
   auto const bits = std::to_string(8 * H5Tget_size(type));
   switch (H5Tget_class(type)) {
-    case H5T_INTEGER: return bits + "-bit integers";
-    case H5T_FLOAT: return bits + "-bit floats";
-    case H5T_STRING: return "strings";
-    case H5T_COMPOUND: return "compound records";
-    case H5T_ENUM: return "enumerations";
-    case H5T_BITFIELD: return "bitfields";
-    case H5T_OPAQUE: return "opaque data";
-    case H5T_REFERENCE: return "references";
-    case H5T_ARRAY: return "arrays";
-    case H5T_VLEN: return "variable-length sequences";
-    case H5T_TIME: return "times";
-    default: return "data of an unknown type";
+    case H5T_INTEGER:
+      return bits + "-bit integers";
+    case H5T_FLOAT:
+      return bits + "-bit floats";
+    case H5T_STRING:
+      return "strings";
+    case H5T_COMPOUND:
+      return "compound records";
+    case H5T_ENUM:
+      return "enumerations";
+    case H5T_BITFIELD:
+      return "bitfields";
+    case H5T_OPAQUE:
+      return "opaque data";
+    case H5T_REFERENCE:
+      return "references";
+    case H5T_ARRAY:
+      return "arrays";
+    case H5T_VLEN:
+      return "variable-length sequences";
+    case H5T_TIME:
+      return "times";
+    default:
+      return "data of an unknown type";
   }
 }
 

@@ -51,13 +51,27 @@ class Handle {
   Closer close_ = nullptr;
 };
 
-inline Handle file(hid_t id) { return {id, H5Fclose}; }
-inline Handle group(hid_t id) { return {id, H5Gclose}; }
-inline Handle dataset(hid_t id) { return {id, H5Dclose}; }
-inline Handle dataspace(hid_t id) { return {id, H5Sclose}; }
-inline Handle datatype(hid_t id) { return {id, H5Tclose}; }
-inline Handle attribute(hid_t id) { return {id, H5Aclose}; }
-inline Handle plist(hid_t id) { return {id, H5Pclose}; }
+inline Handle file(hid_t id) {
+  return {id, H5Fclose};
+}
+inline Handle group(hid_t id) {
+  return {id, H5Gclose};
+}
+inline Handle dataset(hid_t id) {
+  return {id, H5Dclose};
+}
+inline Handle dataspace(hid_t id) {
+  return {id, H5Sclose};
+}
+inline Handle datatype(hid_t id) {
+  return {id, H5Tclose};
+}
+inline Handle attribute(hid_t id) {
+  return {id, H5Aclose};
+}
+inline Handle plist(hid_t id) {
+  return {id, H5Pclose};
+}
 
 // Turns HDF5's automatic error printing off for its lifetime (restored after).
 class Quiet {

@@ -39,8 +39,9 @@ BatchReader::BatchReader(std::string const& path, bool need_dy, std::string ids_
   if (need_dy) {
     m.dy = detail::open_float_matrix(m.file, path, m.dy_name, false);
     if (m.dy.rows != m.info.positions) {
-      throw FileError(path, m.dy_name, "has " + std::to_string(m.dy.rows) + " rows but '" + m.ids_name + "' has " +
-                                           std::to_string(m.info.positions) + " positions; dy must be (T, d)");
+      throw FileError(path, m.dy_name,
+                      "has " + std::to_string(m.dy.rows) + " rows but '" + m.ids_name + "' has " +
+                          std::to_string(m.info.positions) + " positions; dy must be (T, d)");
     }
     m.info.dim = m.dy.cols;
   }
@@ -48,7 +49,9 @@ BatchReader::BatchReader(std::string const& path, bool need_dy, std::string ids_
 
 BatchReader::~BatchReader() = default;
 BatchReader::BatchReader(BatchReader&&) noexcept = default;
-BatchInfo const& BatchReader::info() const noexcept { return impl_->info; }
+BatchInfo const& BatchReader::info() const noexcept {
+  return impl_->info;
+}
 
 void BatchReader::read(std::int64_t first, std::int64_t count, std::int64_t* ids, float* dy) const {
   h5::Quiet quiet;
@@ -62,9 +65,13 @@ void BatchReader::read(std::int64_t first, std::int64_t count, std::int64_t* ids
     auto const bad = first_non_finite(dy, n);
     if (bad < n) {
       float const value = dy[bad];
-      throw FileError(m.path, m.dy_name, std::string("holds ") + (std::isnan(value) ? "NaN" : value > 0 ? "+inf" : "-inf") +
-                                             " at position " + std::to_string(first + bad / m.dy.cols) + ", column " +
-                                             std::to_string(bad % m.dy.cols) + "; dy must be finite");
+      throw FileError(m.path, m.dy_name,
+                      std::string("holds ") +
+                          (std::isnan(value) ? "NaN"
+                           : value > 0       ? "+inf"
+                                             : "-inf") +
+                          " at position " + std::to_string(first + bad / m.dy.cols) + ", column " +
+                          std::to_string(bad % m.dy.cols) + "; dy must be finite");
     }
   }
 }
@@ -127,7 +134,8 @@ struct ForwardWriter::Impl {
 };
 
 ForwardWriter::ForwardWriter(std::string const& path, std::int64_t positions, std::int64_t dim,
-                             std::string const& table_sha256, std::string const& ids_sha256, SaveOptions const& options) {
+                             std::string const& table_sha256, std::string const& ids_sha256,
+                             SaveOptions const& options) {
   h5::Quiet quiet;
   try {
     impl_ = std::make_unique<Impl>(path);

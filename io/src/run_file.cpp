@@ -50,11 +50,21 @@ std::string json_quote(std::string const& text) {
   std::string out = "\"";
   for (unsigned char c : text) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -154,23 +164,27 @@ RunFile read_run(std::string const& path, bool with_gradient) {
 
   auto gradient = detail::open_float_matrix(file, path, "/gradient", false);
   if (gradient.rows != run.rows || gradient.cols != run.cols) {
-    throw FileError(path, "/gradient", "has shape (" + std::to_string(gradient.rows) + ", " +
-                                           std::to_string(gradient.cols) + ") but the attributes say (" +
-                                           std::to_string(run.rows) + ", " + std::to_string(run.cols) + ")");
+    throw FileError(path, "/gradient",
+                    "has shape (" + std::to_string(gradient.rows) + ", " + std::to_string(gradient.cols) +
+                        ") but the attributes say (" + std::to_string(run.rows) + ", " + std::to_string(run.cols) +
+                        ")");
   }
   detail::check_size(path, "/gradient", run.rows, run.cols, 4);
   if (with_gradient) {
-  run.gradient.resize(static_cast<std::size_t>(run.rows * run.cols));
-  // A gradient may hold infinities (a sum can overflow); read it without the table's finite check.
-  {
-    if (H5Dread(gradient.dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, run.gradient.data()) < 0)
-      throw FileError(path, "/gradient", "cannot be read: the stored data do not match their checksum or cannot be "
-                                         "decoded, so the file is damaged (HDF5: " + h5::error_text() + ")");
-  }
-  if (gradient_sha256(run.gradient) != run.gradient_sha256) {
-    throw FileError(path, "/gradient", "does not match its SHA-256 (attribute gradient_sha256 = " +
-                                           run.gradient_sha256 + "): the gradient was changed after the run wrote it");
-  }
+    run.gradient.resize(static_cast<std::size_t>(run.rows * run.cols));
+    // A gradient may hold infinities (a sum can overflow); read it without the table's finite check.
+    {
+      if (H5Dread(gradient.dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, run.gradient.data()) < 0)
+        throw FileError(path, "/gradient",
+                        "cannot be read: the stored data do not match their checksum or cannot be "
+                        "decoded, so the file is damaged (HDF5: " +
+                            h5::error_text() + ")");
+    }
+    if (gradient_sha256(run.gradient) != run.gradient_sha256) {
+      throw FileError(path, "/gradient",
+                      "does not match its SHA-256 (attribute gradient_sha256 = " + run.gradient_sha256 +
+                          "): the gradient was changed after the run wrote it");
+    }
   }
 
   if (!h5::exists(file, "/counts")) throw FileError(path, "/counts", "does not exist");
@@ -178,7 +192,8 @@ RunFile read_run(std::string const& path, bool with_gradient) {
     h5::Handle counts = h5::dataset(H5Dopen2(file, "/counts", H5P_DEFAULT));
     h5::Handle type = h5::datatype(H5Dget_type(counts));
     h5::Handle space = h5::dataspace(H5Dget_space(counts));
-    if (H5Tget_class(type) != H5T_INTEGER) throw FileError(path, "/counts", "holds " + h5::describe_type(type) + ", want int64");
+    if (H5Tget_class(type) != H5T_INTEGER)
+      throw FileError(path, "/counts", "holds " + h5::describe_type(type) + ", want int64");
     if (H5Sget_simple_extent_ndims(space) != 1 || H5Sget_simple_extent_npoints(space) != run.rows)
       throw FileError(path, "/counts", "does not hold one count per row (" + std::to_string(run.rows) + ")");
     run.counts.resize(static_cast<std::size_t>(run.rows));
@@ -201,7 +216,8 @@ RunFile read_run(std::string const& path, bool with_gradient) {
   if (h5::exists(file, "/timings")) {
     h5::Handle timings = h5::group(H5Gopen2(file, "/timings", H5P_DEFAULT));
     for (auto const& name : h5::attribute_names(timings))
-      run.timings.emplace_back(name, attribute(path, name.c_str(), [&] { return h5::read_double(timings, name.c_str()).value_or(0.0); }));
+      run.timings.emplace_back(
+          name, attribute(path, name.c_str(), [&] { return h5::read_double(timings, name.c_str()).value_or(0.0); }));
   }
   if (h5::exists(file, "/provenance")) {
     h5::Handle provenance = h5::group(H5Gopen2(file, "/provenance", H5P_DEFAULT));

@@ -52,9 +52,9 @@ OpenTable open_table(std::string const& path) {
   t.info.created_by = h5::read_string(t.file, "created_by").value_or("");
   t.weight = detail::open_float_matrix(t.file, path, weight_dataset, false);
   if (t.weight.rows != v || t.weight.cols != d) {
-    throw FileError(path, weight_dataset, "has shape (" + std::to_string(t.weight.rows) + ", " +
-                                              std::to_string(t.weight.cols) + ") but the file's attributes say (" +
-                                              std::to_string(v) + ", " + std::to_string(d) + ")");
+    throw FileError(path, weight_dataset,
+                    "has shape (" + std::to_string(t.weight.rows) + ", " + std::to_string(t.weight.cols) +
+                        ") but the file's attributes say (" + std::to_string(v) + ", " + std::to_string(d) + ")");
   }
   return t;
 }
@@ -125,8 +125,9 @@ TableFile read_table_dataset(std::string const& path, std::string const& dataset
   std::string const name = dataset.empty() || dataset[0] == '/' ? dataset : "/" + dataset;
   auto m = detail::open_float_matrix(file, path, name, convert);
   if (m.rows < 1 || m.cols < 1) {
-    throw FileError(path, name, "has shape (" + std::to_string(m.rows) + ", " + std::to_string(m.cols) +
-                                    "); a table needs at least one row and one column");
+    throw FileError(path, name,
+                    "has shape (" + std::to_string(m.rows) + ", " + std::to_string(m.cols) +
+                        "); a table needs at least one row and one column");
   }
   detail::check_size(path, name, m.rows, m.cols, 4);
   TableFile t;

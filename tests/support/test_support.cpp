@@ -22,9 +22,9 @@ namespace kembed::test {
   }
   std::ostringstream msg;
   msg << differing << " of " << got.size() << " floats differ; first at index " << first << ": got 0x" << std::hex
-      << std::setw(8) << std::setfill('0') << bits_of(got[first]) << " (" << std::defaultfloat
-      << std::setprecision(9) << got[first] << "), want 0x" << std::hex << std::setw(8) << bits_of(want[first])
-      << " (" << std::defaultfloat << want[first] << ")";
+      << std::setw(8) << std::setfill('0') << bits_of(got[first]) << " (" << std::defaultfloat << std::setprecision(9)
+      << got[first] << "), want 0x" << std::hex << std::setw(8) << bits_of(want[first]) << " (" << std::defaultfloat
+      << want[first] << ")";
   return ::testing::AssertionFailure() << msg.str();
 }
 
@@ -39,8 +39,10 @@ namespace kembed::test {
 }
 
 IdsHolder::IdsHolder(Batch const& b) {
-  if (b.as_int32) i32.assign(b.ids.begin(), b.ids.end());
-  else i64 = &b.ids;
+  if (b.as_int32)
+    i32.assign(b.ids.begin(), b.ids.end());
+  else
+    i64 = &b.ids;
 }
 
 IdsRef IdsHolder::ref() const {

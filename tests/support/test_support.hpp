@@ -60,7 +60,9 @@ struct Batch {
 };
 
 // Short names in test listings (CTest names come from these).
-inline void PrintTo(Batch const& b, std::ostream* os) { *os << b.name; }
+inline void PrintTo(Batch const& b, std::ostream* os) {
+  *os << b.name;
+}
 
 // Ids as the batch asks for them: storage must outlive the returned IdsRef.
 struct IdsHolder {

@@ -27,9 +27,9 @@ namespace kembed {
 
 // The host overloads' backward result: the (V, d) gradient and per-row counts.
 struct HostGradient {
-  Shape shape;                        // (num_embeddings, embedding_dim)
-  std::vector<float> values;          // row-major
-  std::vector<std::int64_t> counts;   // occurrences of each row among the ids
+  Shape shape;                       // (num_embeddings, embedding_dim)
+  std::vector<float> values;         // row-major
+  std::vector<std::int64_t> counts;  // occurrences of each row among the ids
 };
 
 template <class ExecutionSpace = Kokkos::DefaultExecutionSpace>
@@ -133,8 +133,10 @@ class Embedding {
     if (!dy.data) throw InvalidArgument("dy", "dy has no data (a null pointer)");
     auto const v = config_.num_embeddings, d = config_.embedding_dim;
     bool const has_carry = carry.data != nullptr;
-    if (has_carry) check_table_shape("carry", carry.shape, v, d);
-    else if (carry.shape.rank() != 0) throw InvalidArgument("carry", "carry has shape " + carry.shape.str() + " but no data (a null pointer)");
+    if (has_carry)
+      check_table_shape("carry", carry.shape, v, d);
+    else if (carry.shape.rank() != 0)
+      throw InvalidArgument("carry", "carry has shape " + carry.shape.str() + " but no data (a null pointer)");
 
     HostGradient out{Shape{v, d}, std::vector<float>(static_cast<std::size_t>(v * d)),
                      std::vector<std::int64_t>(static_cast<std::size_t>(v))};
@@ -146,7 +148,9 @@ class Embedding {
     with_device_ids(ids, [&](auto const& device_ids) {
       backward(space_, device_ids, dy_d, grad, carry_d, counts);
       Kokkos::deep_copy(space_, host_matrix(out.values.data(), v, d), grad);
-      Kokkos::deep_copy(space_, Kokkos::View<std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(out.counts.data(), v), counts);
+      Kokkos::deep_copy(space_,
+                        Kokkos::View<std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(out.counts.data(), v),
+                        counts);
       space_.fence();
     });
     return out;
@@ -173,7 +177,8 @@ class Embedding {
     with_device_ids(ids, [&](auto const& device_ids) {
       counts_type c(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::counts"), config_.num_embeddings);
       counts_impl(space_, device_ids, c);
-      Kokkos::deep_copy(space_, Kokkos::View<std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(out.data(), out.size()), c);
+      Kokkos::deep_copy(
+          space_, Kokkos::View<std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(out.data(), out.size()), c);
       space_.fence();
     });
     return out;
@@ -197,15 +202,16 @@ class Embedding {
   // Validates a host table and copies it into a new view (the old one untouched).
   matrix_type upload_table(FloatsRef const& weight) const {
     if (!weight.data) {
-      throw InvalidArgument("weight", "weight is required: there is no random initialisation in the contract; "
-                                      "pass the table, or use Embedding::from_pretrained");
+      throw InvalidArgument("weight",
+                            "weight is required: there is no random initialisation in the contract; "
+                            "pass the table, or use Embedding::from_pretrained");
     }
     check_table_shape("weight", weight.shape, config_.num_embeddings, config_.embedding_dim);
     auto const n = config_.num_embeddings * config_.embedding_dim;
     auto const bad = first_non_finite(weight.data, n);
     if (bad < n) throw_non_finite("weight", bad, weight.data[bad], config_.embedding_dim, "row");
-    matrix_type table(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::weight"),
-                      config_.num_embeddings, config_.embedding_dim);
+    matrix_type table(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::weight"), config_.num_embeddings,
+                      config_.embedding_dim);
     Kokkos::deep_copy(space_, table, host_const_matrix(weight.data, config_.num_embeddings, config_.embedding_dim));
     space_.fence();
     return table;
@@ -213,8 +219,8 @@ class Embedding {
 
   matrix_type copy_table(const_matrix_type const& weight) const {
     detail::check_finite(space_, weight, "weight", "row");
-    matrix_type table(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::weight"),
-                      config_.num_embeddings, config_.embedding_dim);
+    matrix_type table(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::weight"), config_.num_embeddings,
+                      config_.embedding_dim);
     Kokkos::deep_copy(space_, table, weight);
     space_.fence();
     return table;
@@ -285,10 +291,12 @@ class Embedding {
       return;
     }
     detail::ScopedRegion region(config_.mode == Mode::identical ? "kembed::backward[identical,sort]"
-                                                                 : "kembed::backward[deterministic,sort]");
+                                                                : "kembed::backward[deterministic,sort]");
     auto const index = detail::build_row_index(space, ids, v, detail::sort_chunks(concurrency, v, t));
-    if (config_.mode == Mode::identical) detail::fold_identical(space, index, dy, carry, grad, pad);
-    else detail::fold_pairwise(space, index, dy, carry, grad, pad);
+    if (config_.mode == Mode::identical)
+      detail::fold_identical(space, index, dy, carry, grad, pad);
+    else
+      detail::fold_pairwise(space, index, dy, carry, grad, pad);
     if (counts.data() != nullptr) detail::counts_from_offsets(space, index.offsets, counts);
   }
 

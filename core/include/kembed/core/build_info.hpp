@@ -7,9 +7,9 @@ namespace kembed {
 
 struct BuildInfo {
   std::string_view version;
-  bool fast_math;           // the core library was compiled with __FAST_MATH__
-  bool subnormals_kept;     // a subnormal float survives an addition at run time
-  bool additions_unfused;   // a * b + c rounds twice in the core library (no contraction)
+  bool fast_math;          // the core library was compiled with __FAST_MATH__
+  bool subnormals_kept;    // a subnormal float survives an addition at run time
+  bool additions_unfused;  // a * b + c rounds twice in the core library (no contraction)
 };
 
 BuildInfo build_info() noexcept;

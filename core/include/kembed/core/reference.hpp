@@ -15,13 +15,11 @@ std::vector<float> forward(float const* weight, Config const& config, IdsRef con
 
 // Mode `identical`: acc = carry[r, c] (or +0.0); for p ascending with ids[p] == r:
 // acc = acc + dy[p, c]; the padding row is +0.0. `carry` may be null.
-std::vector<float> backward_identical(Config const& config, IdsRef const& ids, float const* dy,
-                                      float const* carry);
+std::vector<float> backward_identical(Config const& config, IdsRef const& ids, float const* dy, float const* carry);
 
 // Mode `deterministic`: G[r, c] = base + pairwise_sum(dy[p, c] for p ascending with
 // ids[p] == r), base = carry[r, c] (or +0.0); a row with no positions keeps base.
-std::vector<float> backward_deterministic(Config const& config, IdsRef const& ids, float const* dy,
-                                          float const* carry);
+std::vector<float> backward_deterministic(Config const& config, IdsRef const& ids, float const* dy, float const* carry);
 
 // Occurrences of each row among the ids (the padding row included).
 std::vector<std::int64_t> counts(std::int64_t num_embeddings, IdsRef const& ids);

@@ -20,8 +20,8 @@ void check_table_shape(char const* argument, Shape const& shape, std::int64_t nu
 [[noreturn]] void throw_id_out_of_range(char const* argument, std::int64_t position, std::int64_t value,
                                         std::int64_t num_embeddings);
 // `columns` > 0 reports the (row, column) of the flat index, as for dy, tables, carries.
-[[noreturn]] void throw_non_finite(char const* argument, std::int64_t index, float value,
-                                   std::int64_t columns, char const* row_name);
+[[noreturn]] void throw_non_finite(char const* argument, std::int64_t index, float value, std::int64_t columns,
+                                   char const* row_name);
 
 // Host scans: the first offending position/index, or n when there is none.
 std::int64_t first_id_out_of_range(IdsRef const& ids, std::int64_t num_embeddings);

@@ -9,11 +9,11 @@
 namespace kembed::io {
 
 struct DatasetSummary {
-  std::string path;                 // "/weight"
-  std::string type;                 // "32-bit floats", "strings", ...
-  std::vector<std::int64_t> shape;  // empty for a scalar
-  std::vector<std::int64_t> chunks; // empty when contiguous
-  std::vector<std::string> filters; // "shuffle", "deflate", "fletcher32", ...
+  std::string path;                  // "/weight"
+  std::string type;                  // "32-bit floats", "strings", ...
+  std::vector<std::int64_t> shape;   // empty for a scalar
+  std::vector<std::int64_t> chunks;  // empty when contiguous
+  std::vector<std::string> filters;  // "shuffle", "deflate", "fletcher32", ...
 };
 
 struct FileSummary {

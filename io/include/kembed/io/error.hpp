@@ -24,7 +24,8 @@ class FileError : public InvalidArgument {
 
 class IoFailure : public Error {
  public:
-  IoFailure(std::string path, std::string const& problem) : Error("file", path + ": " + problem), path_(std::move(path)) {}
+  IoFailure(std::string path, std::string const& problem)
+      : Error("file", path + ": " + problem), path_(std::move(path)) {}
   std::string const& path() const noexcept { return path_; }
 
  private:

@@ -26,8 +26,8 @@ struct RunFile {
   std::string created;         // UTC, ISO 8601; filled by write_run when empty
   std::string backend;         // "Serial", "OpenMP", ...
   std::int64_t threads = 0;
-  std::string plan;            // as requested ("auto") ...
-  std::string plan_used;       // ... and as run ("scan")
+  std::string plan;       // as requested ("auto") ...
+  std::string plan_used;  // ... and as run ("scan")
   std::string numeric_mode;
   std::int64_t padding_idx = -1;
   std::int64_t positions = 0;
@@ -38,9 +38,9 @@ struct RunFile {
   std::string command_line_json = "[]";
   std::string configuration_json = "{}";
   std::int64_t rows = 0, cols = 0;
-  std::vector<float> gradient;         // rows x cols
-  std::vector<std::int64_t> counts;    // rows
-  std::string gradient_sha256;         // of the gradient's little-endian bytes; set by write_run
+  std::vector<float> gradient;       // rows x cols
+  std::vector<std::int64_t> counts;  // rows
+  std::string gradient_sha256;       // of the gradient's little-endian bytes; set by write_run
 };
 
 // Crash-safe, as save_table. Computes and stores gradient_sha256.

@@ -13,7 +13,7 @@ class Sha256 {
   Sha256() noexcept;
   void update(void const* data, std::size_t bytes) noexcept;
   std::array<std::uint8_t, 32> digest() noexcept;  // ends this hash
-  std::string hex_digest();                         // lower-case hex of digest()
+  std::string hex_digest();                        // lower-case hex of digest()
 
  private:
   void block(std::uint8_t const* p) noexcept;

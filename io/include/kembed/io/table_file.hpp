@@ -13,10 +13,10 @@ namespace kembed::io {
 inline constexpr char const* table_format = "kembed-embedding-1";
 
 struct SaveOptions {
-  bool deflate = false;            // shuffle + deflate: smaller files, slower saves
-  int deflate_level = 4;           // 1..9
-  std::int64_t rows_per_chunk = 0; // 0: about 1 MiB chunks
-  std::string created_by;          // the creating command; empty: this process's command line
+  bool deflate = false;             // shuffle + deflate: smaller files, slower saves
+  int deflate_level = 4;            // 1..9
+  std::int64_t rows_per_chunk = 0;  // 0: about 1 MiB chunks
+  std::string created_by;           // the creating command; empty: this process's command line
 };
 
 // What a table file holds. `weight` is row-major; after load_rows it holds rows

@@ -8,8 +8,8 @@
 namespace kembed::detail {
 
 template <class ExecutionSpace, class IdView, class Dy, class Carry, class Grad, class Counts>
-void backward_scan(ExecutionSpace const& space, IdView const& ids, Dy const& dy, Carry const& carry,
-                   Grad const& grad, Counts const& counts, std::int64_t padding_idx, std::int64_t blocks) {
+void backward_scan(ExecutionSpace const& space, IdView const& ids, Dy const& dy, Carry const& carry, Grad const& grad,
+                   Counts const& counts, std::int64_t padding_idx, std::int64_t blocks) {
   std::int64_t const v = grad.extent(0);
   std::int64_t const d = grad.extent(1);
   std::int64_t const t = ids.extent(0);

@@ -13,8 +13,8 @@ inline constexpr std::int64_t pairwise_tile = 4;
 
 // Mode `identical`: acc = carry (or +0.0), then acc = acc + dy[p] for p ascending.
 template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad>
-void fold_identical(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry,
-                    Grad const& grad, std::int64_t padding_idx) {
+void fold_identical(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry, Grad const& grad,
+                    std::int64_t padding_idx) {
   std::int64_t const v = grad.extent(0);
   std::int64_t const d = grad.extent(1);
   std::int64_t const tiles = (d + fold_tile - 1) / fold_tile;
@@ -48,8 +48,8 @@ void fold_identical(ExecutionSpace const& space, Index const& index, Dy const& d
 // times as k has trailing zero bits (older + newer); at the end fold the stack from
 // the newest down (older + rest). Both give the same tree, term for term.
 template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad>
-void fold_pairwise(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry,
-                   Grad const& grad, std::int64_t padding_idx) {
+void fold_pairwise(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry, Grad const& grad,
+                   std::int64_t padding_idx) {
   std::int64_t const v = grad.extent(0);
   std::int64_t const d = grad.extent(1);
   std::int64_t const tiles = (d + pairwise_tile - 1) / pairwise_tile;

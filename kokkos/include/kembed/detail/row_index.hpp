@@ -36,8 +36,10 @@ RowIndex<typename ExecutionSpace::memory_space> build_row_index(ExecutionSpace c
   Kokkos::View<std::int64_t**, Kokkos::LayoutLeft, memory_space> hist(
       Kokkos::view_alloc(space, "kembed::row_histogram"), v, chunks);
   RowIndex<memory_space> index{
-      Kokkos::View<std::int64_t*, memory_space>(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kembed::row_offsets"), v + 1),
-      Kokkos::View<std::int64_t*, memory_space>(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kembed::row_positions"), t)};
+      Kokkos::View<std::int64_t*, memory_space>(
+          Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kembed::row_offsets"), v + 1),
+      Kokkos::View<std::int64_t*, memory_space>(
+          Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kembed::row_positions"), t)};
   auto const offsets = index.offsets;
   auto const positions = index.positions;
 
