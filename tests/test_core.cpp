@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <kembed/core/build_info.hpp>
+#include <kembed/core/compare.hpp>
 #include <kembed/core/error.hpp>
 #include <kembed/core/options.hpp>
 #include <kembed/core/reference.hpp>
@@ -146,6 +147,33 @@ TEST(Synthetic, SeededAndZipfShaped) {
     EXPECT_GE(x, -1.0f);
     EXPECT_LT(x, 1.0f);
   }
+}
+
+TEST(Compare, UlpDistanceAndRowDifferences) {
+  EXPECT_EQ(ulp_distance(1.0f, 1.0f), 0);
+  EXPECT_EQ(ulp_distance(1.0f, std::nextafter(1.0f, 2.0f)), 1);
+  EXPECT_EQ(ulp_distance(-0.0f, 0.0f), 0);  // different bits, no distance
+  EXPECT_EQ(ulp_distance(test::from_bits(1), -test::from_bits(1)), 2);
+  EXPECT_EQ(ulp_distance(std::numeric_limits<float>::max(), std::numeric_limits<float>::infinity()), 1);
+  std::vector<float> a(12, 1.0f), b = a;
+  b[5] = std::nextafter(1.0f, 2.0f);  // row 1, column 1: 1 ULP
+  b[10] = 1.5f;                       // row 3, column 1
+  b[11] = -0.0f;                      // row 3, column 2
+  a[11] = 0.0f;
+  auto const c = compare(a.data(), b.data(), 4, 3, -1);
+  EXPECT_FALSE(c.identical());
+  EXPECT_EQ(c.differing_rows, 2);
+  EXPECT_EQ(c.differing_elements, 3);
+  ASSERT_EQ(c.differences.size(), 2u);
+  EXPECT_EQ(c.differences[0].row, 1);
+  EXPECT_EQ(c.differences[0].max_ulp, 1);
+  EXPECT_EQ(c.differences[1].row, 3);
+  EXPECT_EQ(c.differences[1].columns, 2);
+  EXPECT_EQ(c.differences[1].max_ulp_col, 1);
+  EXPECT_EQ(c.max_abs, 0.5);
+  EXPECT_EQ(c.max_abs_row, 3);
+  EXPECT_TRUE(compare(a.data(), a.data(), 4, 3, 10).identical());
+  EXPECT_EQ(compare(a.data(), b.data(), 4, 3, 1).differences.size(), 1u);
 }
 
 // Float ids are refused at compile time, rather than truncated.
