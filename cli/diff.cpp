@@ -55,11 +55,12 @@ void print_json(DiffArgs const& args, Compared const& c) {
       "\"shapes_differ\": %s, \"differing_rows\": %lld, \"differing_elements\": %lld, "
       "\"counts_differing_rows\": %lld, \"max_ulp\": %lld, \"max_ulp_at\": [%lld, %lld], "
       "\"max_abs\": %s, \"max_abs_at\": [%lld, %lld], \"settings_differ\": [",
-      c.identical() ? "true" : "false", q(c.kind).c_str(), q(args.a).c_str(), q(args.b).c_str(), (long long)c.values.rows,
-      (long long)c.values.cols, c.shapes_differ ? "true" : "false", (long long)c.values.differing_rows,
-      (long long)c.values.differing_elements, (long long)c.counts_differing_rows, (long long)c.values.max_ulp,
-      (long long)c.values.max_ulp_row, (long long)c.values.max_ulp_col, std::isinf(c.values.max_abs) ? "\"inf\"" : number(c.values.max_abs).c_str(),
-      (long long)c.values.max_abs_row, (long long)c.values.max_abs_col);
+      c.identical() ? "true" : "false", q(c.kind).c_str(), q(args.a).c_str(), q(args.b).c_str(),
+      (long long)c.values.rows, (long long)c.values.cols, c.shapes_differ ? "true" : "false",
+      (long long)c.values.differing_rows, (long long)c.values.differing_elements, (long long)c.counts_differing_rows,
+      (long long)c.values.max_ulp, (long long)c.values.max_ulp_row, (long long)c.values.max_ulp_col,
+      std::isinf(c.values.max_abs) ? "\"inf\"" : number(c.values.max_abs).c_str(), (long long)c.values.max_abs_row,
+      (long long)c.values.max_abs_col);
   for (std::size_t i = 0; i < c.setting_differences.size(); ++i)
     std::printf("%s%s", i ? ", " : "", q(c.setting_differences[i]).c_str());
   std::printf("], \"first_rows\": [");
@@ -69,7 +70,8 @@ void print_json(DiffArgs const& args, Compared const& c) {
         "%s{\"row\": %lld, \"columns\": %lld, \"max_ulp\": %lld, \"max_abs\": %s, \"a_bits\": \"%s\", \"b_bits\": "
         "\"%s\"}",
         i ? ", " : "", (long long)r.row, (long long)r.columns, (long long)r.max_ulp,
-        std::isinf(r.max_abs) ? "\"inf\"" : number(r.max_abs).c_str(), hex(bits_of(r.a)).c_str(), hex(bits_of(r.b)).c_str());
+        std::isinf(r.max_abs) ? "\"inf\"" : number(r.max_abs).c_str(), hex(bits_of(r.a)).c_str(),
+        hex(bits_of(r.b)).c_str());
   }
   std::printf("]}\n");
 }
@@ -93,12 +95,13 @@ void print_text(DiffArgs const& args, Compared const& c) {
                 with_commas(c.values.rows).c_str(), with_commas(c.values.differing_elements).c_str());
     std::printf(
         "  largest difference: %s ULPs at row %lld, column %lld; %s in absolute value at row %lld, column %lld\n",
-        with_commas(c.values.max_ulp).c_str(), (long long)c.values.max_ulp_row, (long long)c.values.max_ulp_col, number(c.values.max_abs).c_str(),
-        (long long)c.values.max_abs_row, (long long)c.values.max_abs_col);
+        with_commas(c.values.max_ulp).c_str(), (long long)c.values.max_ulp_row, (long long)c.values.max_ulp_col,
+        number(c.values.max_abs).c_str(), (long long)c.values.max_abs_row, (long long)c.values.max_abs_col);
     std::printf("  %-10s %-9s %-12s %-12s %s\n", "row", "columns", "max ULPs", "max |a-b|", "bits at the max (a / b)");
     for (auto const& r : c.values.differences)
       std::printf("  %-10lld %-9lld %-12lld %-12s %s / %s\n", (long long)r.row, (long long)r.columns,
-                  (long long)r.max_ulp, number(r.max_abs).c_str(), hex(bits_of(r.a)).c_str(), hex(bits_of(r.b)).c_str());
+                  (long long)r.max_ulp, number(r.max_abs).c_str(), hex(bits_of(r.a)).c_str(),
+                  hex(bits_of(r.b)).c_str());
     if (c.values.differing_rows > std::int64_t(c.values.differences.size()))
       std::printf("  ... and %s more rows (--rows N lists more)\n",
                   with_commas(c.values.differing_rows - std::int64_t(c.values.differences.size())).c_str());

@@ -13,7 +13,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 variants=${1:-all}
 log() { echo "setup: $*" >&2; }
 
-packages=(cmake make g++ libtrilinos-kokkos-dev libgtest-dev libhdf5-dev hdf5-tools libcli11-dev dpkg-dev xz-utils)
+packages=(cmake make g++ libtrilinos-kokkos-dev libgtest-dev libhdf5-dev hdf5-tools libcli11-dev
+          qt6-base-dev libqcustomplot-dev libgl-dev fonts-dejavu-core dpkg-dev xz-utils)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

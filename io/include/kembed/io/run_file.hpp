@@ -46,8 +46,9 @@ struct RunFile {
 // Crash-safe, as save_table. Computes and stores gradient_sha256.
 void write_run(std::string const& path, RunFile const& run, SaveOptions const& options = {});
 // Reads everything; refuses a gradient whose bytes no longer match its SHA-256.
-// With `with_gradient` false the gradient is left empty (and not read at all).
-RunFile read_run(std::string const& path, bool with_gradient = true);
+// With `with_gradient` false the gradient is left empty (and not read at all);
+// with `verify` false its SHA-256 is not recomputed (a viewer may do it later).
+RunFile read_run(std::string const& path, bool with_gradient = true, bool verify = true);
 // The stored SHA-256 of the gradient alone, without reading the gradient.
 std::string read_run_gradient_sha256(std::string const& path);
 

@@ -1,0 +1,65 @@
+#pragma once
+// The inspector's window: one run (or table) as A, optionally a second as B, three
+// views that follow one selected row, menus, recent files, drag and drop, exports.
+#include "analysis.hpp"
+#include "views.hpp"
+
+#include <QMainWindow>
+
+#include <memory>
+
+class QLabel;
+class QMenu;
+class QTabWidget;
+
+namespace kembed::inspector {
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  enum class Slot { A, B };
+  explicit MainWindow(QWidget* parent = nullptr);
+
+  // Opens `path` into slot A or B. On a bad file: an error dialog (unless
+  // quiet), the error kept in lastError(), and the window as it was.
+  bool open(QString const& path, Slot slot);
+  void setQuiet(bool quiet) { quiet_ = quiet; }  // no dialogs (tests, --screenshot)
+  QString lastError() const { return last_error_; }
+  void setView(QString const& name);  // "counts", "gradient" or "diff"
+  QWidget* currentView() const;
+
+  CountsView* countsView() const { return counts_; }
+  GradientView* gradientView() const { return gradient_; }
+  DiffView* diffView() const { return diff_; }
+  std::shared_ptr<Dataset const> datasetA() const { return a_; }
+  std::shared_ptr<Dataset const> datasetB() const { return b_; }
+
+ public slots:
+  void selectRow(qint64 row);
+  void goToRow();
+  void exportPng();
+  void exportCsv();
+
+ protected:
+  void dragEnterEvent(QDragEnterEvent* event) override;
+  void dropEvent(QDropEvent* event) override;
+
+ private:
+  void showError(QString const& text);
+  void remember(QString const& path);
+  void rebuildRecentMenu();
+  void refresh();
+  void verifyInBackground(std::shared_ptr<Dataset const> data);
+
+  std::shared_ptr<Dataset const> a_, b_;
+  QTabWidget* tabs_;
+  CountsView* counts_;
+  GradientView* gradient_;
+  DiffView* diff_;
+  QMenu* recent_;
+  QLabel* status_;
+  QString last_error_;
+  bool quiet_ = false;
+};
+
+}  // namespace kembed::inspector

@@ -1,0 +1,172 @@
+#include "models.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+namespace kembed::inspector {
+namespace {
+QString number(double x) {
+  return std::isinf(x) ? QStringLiteral("inf") : QString::number(x, 'g', 9);
+}
+}  // namespace
+
+void RowTableModel::setDataset(std::shared_ptr<Dataset const> data) {
+  beginResetModel();
+  data_ = std::move(data);
+  order_.resize(data_ ? std::size_t(data_->rows) : 0);
+  std::iota(order_.begin(), order_.end(), std::int64_t{0});
+  endResetModel();
+}
+
+int RowTableModel::rowCount(QModelIndex const& parent) const {
+  return parent.isValid() ? 0 : int(order_.size());
+}
+int RowTableModel::columnCount(QModelIndex const& parent) const {
+  return parent.isValid() ? 0 : ColumnCount;
+}
+
+QVariant RowTableModel::data(QModelIndex const& index, int role) const {
+  if (!data_ || !index.isValid()) return {};
+  auto const r = order_[std::size_t(index.row())];
+  if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
+  if (role != Qt::DisplayRole) return {};
+  switch (index.column()) {
+    case RowId:
+      return QVariant::fromValue<qlonglong>(r);
+    case Count:
+      return data_->counts.empty() ? QVariant() : QVariant::fromValue<qlonglong>(data_->counts[r]);
+    case Norm:
+      return number(data_->row_norm[r]);
+    case MaxAbs:
+      return number(data_->row_max_abs[r]);
+  }
+  return {};
+}
+
+QVariant RowTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (role != Qt::DisplayRole || orientation != Qt::Horizontal) return {};
+  static char const* names[] = {"Row", "Count", "Row norm", "Max |value|"};
+  return section >= 0 && section < ColumnCount ? QString(names[section]) : QVariant();
+}
+
+void RowTableModel::sort(int column, Qt::SortOrder order) {
+  if (!data_) return;
+  beginResetModel();
+  auto key = [&](std::int64_t r) -> double {
+    switch (column) {
+      case Count:
+        return data_->counts.empty() ? 0.0 : double(data_->counts[r]);
+      case Norm:
+        return data_->row_norm[r];
+      case MaxAbs:
+        return data_->row_max_abs[r];
+      default:
+        return double(r);
+    }
+  };
+  std::iota(order_.begin(), order_.end(), std::int64_t{0});
+  std::stable_sort(order_.begin(), order_.end(), [&](std::int64_t a, std::int64_t b) {
+    return order == Qt::AscendingOrder ? key(a) < key(b) : key(a) > key(b);
+  });
+  endResetModel();
+}
+
+int RowTableModel::viewRowOf(std::int64_t row) const {
+  if (!data_ || row < 0 || row >= data_->rows) return -1;
+  auto const it = std::find(order_.begin(), order_.end(), row);
+  return it == order_.end() ? -1 : int(it - order_.begin());
+}
+
+QString RowTableModel::csv() const {
+  QString out = "row,count,row_norm,max_abs\n";
+  if (!data_) return out;
+  for (auto r : order_)
+    out += QString("%1,%2,%3,%4\n")
+               .arg(r)
+               .arg(data_->counts.empty() ? QString() : QString::number(data_->counts[r]))
+               .arg(number(data_->row_norm[r]))
+               .arg(number(data_->row_max_abs[r]));
+  return out;
+}
+
+void DiffTableModel::setDiff(std::vector<RowDifference> rows) {
+  beginResetModel();
+  rows_ = std::move(rows);
+  endResetModel();
+}
+
+int DiffTableModel::rowCount(QModelIndex const& parent) const {
+  return parent.isValid() ? 0 : int(rows_.size());
+}
+int DiffTableModel::columnCount(QModelIndex const& parent) const {
+  return parent.isValid() ? 0 : ColumnCount;
+}
+
+QVariant DiffTableModel::data(QModelIndex const& index, int role) const {
+  if (!index.isValid()) return {};
+  auto const& d = rows_[std::size_t(index.row())];
+  if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
+  if (role != Qt::DisplayRole) return {};
+  switch (index.column()) {
+    case RowId:
+      return QVariant::fromValue<qlonglong>(d.row);
+    case Columns:
+      return QVariant::fromValue<qlonglong>(d.columns);
+    case MaxUlp:
+      return QVariant::fromValue<qlonglong>(d.max_ulp);
+    case MaxAbs:
+      return number(d.max_abs);
+    case BitsA:
+      return QString::fromStdString(hex_bits(d.a));
+    case BitsB:
+      return QString::fromStdString(hex_bits(d.b));
+  }
+  return {};
+}
+
+QVariant DiffTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (role != Qt::DisplayRole || orientation != Qt::Horizontal) return {};
+  static char const* names[] = {"Row", "Columns", "Max ULPs", "Max |a-b|", "a (bits)", "b (bits)"};
+  return section >= 0 && section < ColumnCount ? QString(names[section]) : QVariant();
+}
+
+void DiffTableModel::sort(int column, Qt::SortOrder order) {
+  beginResetModel();
+  auto key = [&](RowDifference const& d) -> double {
+    switch (column) {
+      case Columns:
+        return double(d.columns);
+      case MaxUlp:
+        return double(d.max_ulp);
+      case MaxAbs:
+        return d.max_abs;
+      default:
+        return double(d.row);
+    }
+  };
+  std::stable_sort(rows_.begin(), rows_.end(), [&](auto const& a, auto const& b) {
+    return order == Qt::AscendingOrder ? key(a) < key(b) : key(a) > key(b);
+  });
+  endResetModel();
+}
+
+int DiffTableModel::viewRowOf(std::int64_t row) const {
+  for (std::size_t i = 0; i < rows_.size(); ++i)
+    if (rows_[i].row == row) return int(i);
+  return -1;
+}
+
+QString DiffTableModel::csv() const {
+  QString out = "row,columns,max_ulp,max_abs,a_bits,b_bits\n";
+  for (auto const& d : rows_)
+    out += QString("%1,%2,%3,%4,%5,%6\n")
+               .arg(d.row)
+               .arg(d.columns)
+               .arg(d.max_ulp)
+               .arg(number(d.max_abs))
+               .arg(QString::fromStdString(hex_bits(d.a)))
+               .arg(QString::fromStdString(hex_bits(d.b)));
+  return out;
+}
+
+}  // namespace kembed::inspector

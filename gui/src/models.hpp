@@ -1,0 +1,55 @@
+#pragma once
+// Table models over a million rows: no widget or item per row; sorting permutes an
+// index vector.
+#include "analysis.hpp"
+
+#include <QAbstractTableModel>
+
+#include <memory>
+#include <vector>
+
+namespace kembed::inspector {
+
+// Rows of a dataset: row id, count, row norm, max |value|.
+class RowTableModel : public QAbstractTableModel {
+  Q_OBJECT
+ public:
+  enum Column { RowId, Count, Norm, MaxAbs, ColumnCount };
+  explicit RowTableModel(QObject* parent = nullptr) : QAbstractTableModel(parent) {}
+  void setDataset(std::shared_ptr<Dataset const> data);
+  int rowCount(QModelIndex const& parent = {}) const override;
+  int columnCount(QModelIndex const& parent = {}) const override;
+  QVariant data(QModelIndex const& index, int role) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
+  void sort(int column, Qt::SortOrder order) override;
+  std::int64_t rowAt(int view_row) const { return order_.at(std::size_t(view_row)); }
+  int viewRowOf(std::int64_t row) const;  // -1 if out of range
+  QString csv() const;                    // the table in its current order
+
+ private:
+  std::shared_ptr<Dataset const> data_;
+  std::vector<std::int64_t> order_;
+};
+
+// The rows that differ between two datasets: row, columns, max ULPs, max |a-b|,
+// and the bits of both values where the ULP distance is largest.
+class DiffTableModel : public QAbstractTableModel {
+  Q_OBJECT
+ public:
+  enum Column { RowId, Columns, MaxUlp, MaxAbs, BitsA, BitsB, ColumnCount };
+  explicit DiffTableModel(QObject* parent = nullptr) : QAbstractTableModel(parent) {}
+  void setDiff(std::vector<RowDifference> rows);
+  int rowCount(QModelIndex const& parent = {}) const override;
+  int columnCount(QModelIndex const& parent = {}) const override;
+  QVariant data(QModelIndex const& index, int role) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
+  void sort(int column, Qt::SortOrder order) override;
+  RowDifference const& at(int view_row) const { return rows_.at(std::size_t(view_row)); }
+  int viewRowOf(std::int64_t row) const;
+  QString csv() const;
+
+ private:
+  std::vector<RowDifference> rows_;
+};
+
+}  // namespace kembed::inspector

@@ -1,0 +1,501 @@
+#include "views.hpp"
+
+#include <qcustomplot.h>
+
+#include <QCheckBox>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTableView>
+#include <QTableWidget>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <cmath>
+
+namespace kembed::inspector {
+namespace {
+
+QColor const marker_red(200, 0, 0);
+
+QTableView* make_table(QAbstractItemModel* model, QWidget* parent) {
+  auto* table = new QTableView(parent);
+  table->setModel(model);
+  table->setSortingEnabled(true);
+  table->setSelectionBehavior(QAbstractItemView::SelectRows);
+  table->setSelectionMode(QAbstractItemView::SingleSelection);
+  table->verticalHeader()->setVisible(false);
+  table->verticalHeader()->setSectionResizeMode(QHeaderView::Fixed);  // a million rows stay cheap
+  table->verticalHeader()->setDefaultSectionSize(20);
+  table->horizontalHeader()->setStretchLastSection(true);
+  table->horizontalHeader()->setDefaultSectionSize(112);
+  return table;
+}
+
+QCustomPlot* make_plot(QWidget* parent) {
+  auto* plot = new QCustomPlot(parent);
+  plot->setMinimumSize(320, 220);
+  plot->setNotAntialiasedElements(QCP::aeAll);  // crisp bars and cells, and faster
+  return plot;
+}
+
+void select_view_row(QTableView* table, int view_row) {
+  if (view_row < 0) return;
+  QSignalBlocker block(table->selectionModel());
+  table->selectRow(view_row);
+  table->scrollTo(table->model()->index(view_row, 0), QAbstractItemView::PositionAtCenter);
+}
+
+}  // namespace
+
+// ---- counts ------------------------------------------------------------------------
+
+CountsView::CountsView(QWidget* parent) : View(parent) {
+  plot_ = make_plot(this);
+  bars_ = new QCPBars(plot_->xAxis, plot_->yAxis);
+  bars_->setPen(Qt::NoPen);
+  bars_->setBrush(QColor(40, 100, 170));
+  bars_->setWidth(0.9);
+  plot_->xAxis->setLabel("count of occurrences (bin: lower-upper, inclusive)");
+  plot_->xAxis->setTickLabelRotation(40);
+  plot_->yAxis->setLabel("rows");
+  bins_ = new QSpinBox(this);
+  bins_->setRange(1, 1000);
+  bins_->setValue(20);
+  bins_->setPrefix("bins: ");
+  log_bins_ = new QCheckBox("logarithmic bins", this);
+  log_bins_->setChecked(true);
+  log_axis_ = new QCheckBox("log scale (rows)", this);
+  log_axis_->setChecked(true);
+  summary_ = new QLabel(this);
+  top_ = new QTableWidget(0, 4, this);
+  top_->setHorizontalHeaderLabels({"Rank", "Row", "Count", "Share"});
+  top_->verticalHeader()->setVisible(false);
+  top_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  top_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  model_ = new RowTableModel(this);
+  table_ = make_table(model_, this);
+
+  auto* controls = new QHBoxLayout;
+  controls->addWidget(bins_);
+  controls->addWidget(log_bins_);
+  controls->addWidget(log_axis_);
+  controls->addStretch();
+  controls->addWidget(summary_);
+  auto* left = new QWidget(this);
+  auto* left_layout = new QVBoxLayout(left);
+  left_layout->setContentsMargins(0, 0, 0, 0);
+  left_layout->addLayout(controls);
+  left_layout->addWidget(plot_, 3);
+  left_layout->addWidget(new QLabel("Top rows by count", left));
+  left_layout->addWidget(top_, 1);
+  auto* split = new QSplitter(this);
+  split->addWidget(left);
+  split->addWidget(table_);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 2);
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(split);
+
+  connect(bins_, qOverload<int>(&QSpinBox::valueChanged), this, &CountsView::rebuildHistogram);
+  connect(log_bins_, &QCheckBox::toggled, this, &CountsView::rebuildHistogram);
+  connect(log_axis_, &QCheckBox::toggled, this, &CountsView::rebuildHistogram);
+  connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](QModelIndex const& current) {
+    if (current.isValid()) emit rowPicked(model_->rowAt(current.row()));
+  });
+  connect(top_, &QTableWidget::cellClicked, this,
+          [this](int r, int) { emit rowPicked(top_->item(r, 1)->text().toLongLong()); });
+}
+
+void CountsView::setDataset(std::shared_ptr<Dataset const> data) {
+  data_ = std::move(data);
+  model_->setDataset(data_);
+  table_->horizontalHeader()->setSortIndicator(RowTableModel::RowId, Qt::AscendingOrder);
+  top_->setRowCount(0);
+  if (data_ && data_->is_run()) {
+    std::int64_t total = 0;
+    for (auto c : data_->counts) total += c;
+    auto const top = top_rows(data_->counts, 20);
+    top_->setRowCount(int(top.size()));
+    for (int i = 0; i < int(top.size()); ++i) {
+      auto const r = top[std::size_t(i)];
+      top_->setItem(i, 0, new QTableWidgetItem(QString::number(i + 1)));
+      top_->setItem(i, 1, new QTableWidgetItem(QString::number(r)));
+      top_->setItem(i, 2, new QTableWidgetItem(QString::number(data_->counts[r])));
+      top_->setItem(
+          i, 3,
+          new QTableWidgetItem(
+              QString::number(100.0 * double(data_->counts[r]) / double(std::max<std::int64_t>(total, 1)), 'f', 2) +
+              " %"));
+    }
+    summary_->setText(QString("%1 rows, %2 positions").arg(data_->rows).arg(total));
+  } else {
+    summary_->setText(data_ ? "a table file has no counts" : "");
+  }
+  rebuildHistogram();
+}
+
+void CountsView::rebuildHistogram() {
+  QVector<double> keys, values;
+  QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
+  histogram_ =
+      data_ && data_->is_run() ? count_histogram(data_->counts, bins_->value(), log_bins_->isChecked()) : Histogram{};
+  int const label_every = std::max<int>(1, int(histogram_.rows.size()) / 24);
+  for (std::size_t i = 0; i < histogram_.rows.size(); ++i) {
+    keys << double(i);
+    values << double(histogram_.rows[i]);
+    if (int(i) % label_every == 0) {
+      auto const lo = histogram_.lower[i], hi = histogram_.upper[i];
+      ticker->addTick(double(i), hi - lo == 1 ? QString::number(lo) : QString("%1-%2").arg(lo).arg(hi - 1));
+    }
+  }
+  bars_->setData(keys, values);
+  plot_->xAxis->setTicker(ticker);
+  plot_->xAxis->setRange(-0.6, std::max<double>(double(keys.size()) - 0.4, 0.6));
+  bool const log_axis = log_axis_->isChecked();
+  plot_->yAxis->setScaleType(log_axis ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
+  if (log_axis)
+    plot_->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
+  else
+    plot_->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
+  double const top = values.isEmpty() ? 1.0 : *std::max_element(values.begin(), values.end());
+  plot_->yAxis->setRange(log_axis ? 0.8 : 0.0, std::max(1.0, top * (log_axis ? 2.0 : 1.05)));
+  plot_->replot();
+}
+
+void CountsView::showRow(qint64 row) {
+  if (!data_ || row < 0 || row >= data_->rows) return;
+  select_view_row(table_, model_->viewRowOf(row));
+  // Mark the bar that holds this row's count.
+  if (!histogram_.rows.empty() && data_->is_run()) {
+    auto const c = data_->counts[row];
+    auto const it = std::upper_bound(histogram_.lower.begin(), histogram_.lower.end(), c);
+    int const bin = int(it - histogram_.lower.begin()) - 1;
+    for (int i = plot_->itemCount() - 1; i >= 0; --i) plot_->removeItem(i);
+    auto* line = new QCPItemStraightLine(plot_);
+    line->setPen(QPen(marker_red, 2));
+    line->point1->setCoords(bin, 0);
+    line->point2->setCoords(bin, 1);
+    plot_->replot();
+  }
+}
+
+// ---- gradient ----------------------------------------------------------------------
+
+GradientView::GradientView(QWidget* parent) : View(parent) {
+  plot_ = make_plot(this);
+  plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  plot_->axisRect()->setRangeDrag(Qt::Vertical);
+  plot_->axisRect()->setRangeZoom(Qt::Vertical);
+  plot_->xAxis->setLabel("column");
+  plot_->yAxis->setLabel("row");
+  plot_->yAxis->setRangeReversed(true);  // row 0 at the top, as in a table
+  map_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);
+  map_->setInterpolate(false);
+  scale_ = new QCPColorScale(plot_);
+  plot_->plotLayout()->addElement(0, 1, scale_);
+  scale_->setLabel("value (largest |value| per band; colours saturate beyond the 99th percentile of row maxima)");
+  map_->setColorScale(scale_);
+  QCPColorGradient diverging;  // blue negative, white zero, red positive
+  diverging.setColorStopAt(0.0, QColor(5, 48, 97));
+  diverging.setColorStopAt(0.25, QColor(67, 147, 195));
+  diverging.setColorStopAt(0.5, QColor(247, 247, 247));
+  diverging.setColorStopAt(0.75, QColor(214, 96, 77));
+  diverging.setColorStopAt(1.0, QColor(103, 0, 31));
+  map_->setGradient(diverging);
+  auto* margins = new QCPMarginGroup(plot_);
+  plot_->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
+  scale_->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
+  marker_ = new QCPItemStraightLine(plot_);
+  marker_->setPen(QPen(QColor(0, 0, 0), 1, Qt::DashLine));
+  marker_->setVisible(false);
+  info_ = new QLabel(this);
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(info_);
+  layout->addWidget(plot_, 1);
+  connect(plot_->yAxis, qOverload<QCPRange const&>(&QCPAxis::rangeChanged), this, [this] {
+    if (!rebuilding_) rebuild();
+  });
+  connect(plot_, &QCustomPlot::mousePress, this, [this](QMouseEvent* e) {
+    if (!data_ || e->button() != Qt::RightButton) return;
+    emit rowPicked(qint64(std::llround(plot_->yAxis->pixelToCoord(e->pos().y()))));
+  });
+}
+
+void GradientView::setDataset(std::shared_ptr<Dataset const> data) {
+  data_ = std::move(data);
+  rebuilding_ = true;
+  if (data_) {
+    // Zipf-shaped gradients have a few huge rows: colour by the 99th percentile of
+    // the rows' maxima so the rest stay visible (the hot rows saturate).
+    std::vector<float> maxima;
+    for (float m : data_->row_max_abs)
+      if (std::isfinite(m)) maxima.push_back(m);
+    float top = 0;
+    if (!maxima.empty()) {
+      auto const k = std::size_t(0.99 * double(maxima.size() - 1));
+      std::nth_element(maxima.begin(), maxima.begin() + std::ptrdiff_t(k), maxima.end());
+      top = maxima[k];
+    }
+    map_->setDataRange(QCPRange(-std::max(top, 1e-30f), std::max(top, 1e-30f)));
+    plot_->xAxis->setRange(-0.5, double(data_->cols) - 0.5);
+    plot_->yAxis->setRange(-0.5, double(data_->rows) - 0.5);
+  }
+  rebuilding_ = false;
+  rebuild();
+}
+
+void GradientView::rebuild() {
+  if (!data_) return;
+  rebuilding_ = true;
+  auto range = plot_->yAxis->range();
+  std::int64_t first = std::max<std::int64_t>(0, std::int64_t(std::floor(range.lower + 0.5)));
+  std::int64_t last = std::min<std::int64_t>(data_->rows, std::int64_t(std::ceil(range.upper + 0.5)));
+  if (last <= first) last = std::min<std::int64_t>(data_->rows, first + 1);
+  int const pixels = std::max(1, plot_->axisRect()->height());
+  std::vector<std::int64_t> starts;
+  auto const bands = heat_bands(*data_, first, last, pixels, &starts);
+  bands_ = int(bands.size() / std::size_t(std::max<std::int64_t>(data_->cols, 1)));
+  auto* cells = map_->data();
+  // Cell centres: column c at x = c; band b at the middle of its rows. A single band
+  // is drawn as two equal cells, since a one-cell axis has no extent.
+  int const drawn = std::max(bands_, 2);
+  cells->setSize(int(std::max<std::int64_t>(data_->cols, 2)), drawn);
+  double y0 = 0.5 * double(starts[0] + starts[1] - 1), y1 = y0;
+  if (bands_ > 1)
+    y1 = 0.5 * double(starts[std::size_t(bands_ - 1)] + starts[std::size_t(bands_)] - 1);
+  else
+    y0 -= 0.25 * double(last - first), y1 += 0.25 * double(last - first) + 1e-6;
+  double const x1 = data_->cols > 1 ? double(data_->cols - 1) : 0.5;
+  cells->setRange(QCPRange(data_->cols > 1 ? 0.0 : -0.5, x1), QCPRange(y0, y1));
+  for (int b = 0; b < drawn; ++b)
+    for (int c = 0; c < cells->keySize(); ++c) {
+      auto const sb = std::size_t(std::min(b, bands_ - 1)),
+                 sc = std::size_t(std::min<std::int64_t>(c, data_->cols - 1));
+      cells->setCell(c, b, double(bands[sb * std::size_t(data_->cols) + sc]));
+    }
+  info_->setText(
+      QString("rows %1 to %2 of %3 in %4 bands of about %5 rows; wheel zooms, drag pans, right-click picks a row")
+          .arg(first)
+          .arg(last - 1)
+          .arg(data_->rows)
+          .arg(bands_)
+          .arg(double(last - first) / bands_, 0, 'f', 1));
+  plot_->replot();
+  rebuilding_ = false;
+}
+
+void GradientView::resizeEvent(QResizeEvent* event) {
+  View::resizeEvent(event);
+  if (data_ && !rebuilding_) {
+    plot_->plotLayout()->update(QCPLayoutElement::upLayout);  // the axis rect's new height
+    rebuild();
+  }
+}
+
+QString GradientView::tableCsv() const {
+  QString out = "row,values\n";
+  if (!data_) return out;
+  auto const range = plot_->yAxis->range();
+  std::int64_t const first = std::max<std::int64_t>(0, std::int64_t(range.lower + 0.5));
+  std::int64_t const last = std::min<std::int64_t>(data_->rows, std::int64_t(range.upper + 0.5) + 1);
+  for (std::int64_t r = first; r < last && r < first + 100000; ++r) {
+    out += QString::number(r);
+    for (std::int64_t c = 0; c < data_->cols; ++c)
+      out += "," + QString::number(data_->values[std::size_t(r * data_->cols + c)], 'g', 9);
+    out += "\n";
+  }
+  return out;
+}
+
+void GradientView::showRow(qint64 row) {
+  if (!data_ || row < 0 || row >= data_->rows) return;
+  auto const range = plot_->yAxis->range();
+  if (row < range.lower || row > range.upper) {
+    double const half = std::max(range.size() / 2, 16.0);
+    plot_->yAxis->setRange(double(row) - half, double(row) + half);  // re-bands through rangeChanged
+  }
+  marker_->point1->setCoords(-0.5, double(row));
+  marker_->point2->setCoords(double(data_->cols), double(row));
+  marker_->setVisible(true);
+  plot_->replot();
+}
+
+// ---- diff --------------------------------------------------------------------------
+
+DiffView::DiffView(QWidget* parent) : View(parent) {
+  verdict_ = new QLabel(this);
+  QFont big = verdict_->font();
+  big.setPointSizeF(big.pointSizeF() * 1.4);
+  big.setBold(true);
+  verdict_->setFont(big);
+  plot_ = make_plot(this);
+  plot_->xAxis->setLabel("row");
+  plot_->yAxis->setLabel("max |a - b| in the row");
+  plot_->yAxis->setScaleType(QCPAxis::stLogarithmic);
+  plot_->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
+  points_ = plot_->addGraph();
+  points_->setLineStyle(QCPGraph::lsNone);
+  points_->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, marker_red, marker_red, 6));
+  marker_ = new QCPItemStraightLine(plot_);
+  marker_->setPen(QPen(QColor(0, 0, 0), 1, Qt::DashLine));
+  marker_->setVisible(false);
+  model_ = new DiffTableModel(this);
+  table_ = make_table(model_, this);
+  provenance_ = new QTableWidget(0, 3, this);
+  provenance_->setHorizontalHeaderLabels({"", "A", "B"});
+  provenance_->verticalHeader()->setVisible(false);
+  provenance_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  provenance_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+  provenance_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  bits_ = new QLabel(this);
+  bits_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  bits_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  bits_->setWordWrap(true);
+
+  auto* left = new QSplitter(Qt::Vertical, this);
+  left->addWidget(plot_);
+  left->addWidget(table_);
+  auto* right = new QSplitter(Qt::Vertical, this);
+  right->addWidget(provenance_);
+  right->addWidget(bits_);
+  auto* split = new QSplitter(this);
+  split->addWidget(left);
+  split->addWidget(right);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 2);
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(verdict_);
+  layout->addWidget(split, 1);
+
+  connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](QModelIndex const& current) {
+    if (current.isValid()) emit rowPicked(model_->at(current.row()).row);
+  });
+  connect(plot_, &QCustomPlot::plottableClick, this, [this](QCPAbstractPlottable*, int index, QMouseEvent*) {
+    if (index >= 0 && std::size_t(index) < summary_.values.differences.size())
+      emit rowPicked(summary_.values.differences[std::size_t(index)].row);
+  });
+}
+
+void DiffView::setDatasets(std::shared_ptr<Dataset const> a, std::shared_ptr<Dataset const> b) {
+  a_ = std::move(a);
+  b_ = std::move(b);
+  summary_ = a_ && b_ ? diff(*a_, *b_) : DiffSummary{};
+  current_ = -1;
+  model_->setDiff(summary_.values.differences);
+  table_->horizontalHeader()->setSortIndicator(DiffTableModel::RowId, Qt::AscendingOrder);
+  verdict_->setText(verdict());
+  verdict_->setStyleSheet(!(a_ && b_) ? "" : summary_.identical() ? "color: #107010;" : "color: #b00000;");
+
+  QVector<double> rows, diffs;
+  for (auto const& d : summary_.values.differences) {
+    rows << double(d.row);
+    // Differences of 0 (the sign of a zero) and inf still get a point on a log axis.
+    diffs << (d.max_abs > 0 ? std::min(d.max_abs, 1e38) : 1e-45);
+  }
+  points_->setData(rows, diffs);
+  plot_->xAxis->setRange(-0.5, a_ ? double(a_->rows) - 0.5 : 1.0);
+  double lo = 1e-8, hi = 1.0;
+  if (!diffs.isEmpty()) {
+    lo = *std::min_element(diffs.begin(), diffs.end()) / 2;
+    hi = *std::max_element(diffs.begin(), diffs.end()) * 2;
+  }
+  plot_->yAxis->setRange(lo, hi);
+  plot_->replot();
+
+  provenance_->setRowCount(0);
+  if (a_ && b_) {
+    provenance_->setHorizontalHeaderLabels({"", "A: " + QFileInfo(QString::fromStdString(a_->path)).fileName(),
+                                            "B: " + QFileInfo(QString::fromStdString(b_->path)).fileName()});
+    int i = 0;
+    for (auto const& [field, value] : a_->provenance) {
+      std::string other = "-";
+      for (auto const& [f, v] : b_->provenance)
+        if (f == field) other = v;
+      provenance_->insertRow(i);
+      auto* name = new QTableWidgetItem(QString::fromStdString(field));
+      auto* left = new QTableWidgetItem(QString::fromStdString(value));
+      auto* right = new QTableWidgetItem(QString::fromStdString(other));
+      if (value != other) {
+        QFont bold = left->font();
+        bold.setBold(true);
+        for (auto* item : {name, left, right}) item->setFont(bold);
+      }
+      provenance_->setItem(i, 0, name);
+      provenance_->setItem(i, 1, left);
+      provenance_->setItem(i, 2, right);
+      ++i;
+    }
+    provenance_->resizeColumnToContents(0);
+  }
+  bits_->setText(summary_.values.differences.empty() ? "" : "Pick a differing row (F6: the next one) to see its bits.");
+}
+
+QString DiffView::verdict() const {
+  if (!(a_ && b_)) return "Open a second run to compare (File > Compare with...)";
+  if (summary_.shapes_differ)
+    return QString("Different shapes: (%1, %2) and (%3, %4)").arg(a_->rows).arg(a_->cols).arg(b_->rows).arg(b_->cols);
+  if (summary_.identical())
+    return QString("Bit-identical: %1 x %2, every value the same bits").arg(a_->rows).arg(a_->cols);
+  QString text;
+  if (!summary_.values.identical())
+    text = QString("%1 of %2 rows differ (%3 values); largest difference %4 ULPs, %5 in absolute value")
+               .arg(summary_.values.differing_rows)
+               .arg(a_->rows)
+               .arg(summary_.values.differing_elements)
+               .arg(summary_.values.max_ulp)
+               .arg(summary_.values.max_abs, 0, 'g', 6);
+  else
+    text = "The values are the same bits";
+  if (summary_.counts_differing_rows > 0)
+    text += QString("; counts differ in %1 rows").arg(summary_.counts_differing_rows);
+  return text;
+}
+
+QString DiffView::bitsText() const {
+  return bits_->text();
+}
+
+void DiffView::showRow(qint64 row) {
+  if (!(a_ && b_) || summary_.shapes_differ || row < 0 || row >= a_->rows) return;
+  current_ = row;
+  select_view_row(table_, model_->viewRowOf(row));
+  marker_->point1->setCoords(double(row), 1e-45);
+  marker_->point2->setCoords(double(row), 1.0);
+  marker_->setVisible(true);
+  plot_->replot();
+  QString text = QString("row %1:").arg(row);
+  int shown = 0, differing = 0;
+  for (std::int64_t c = 0; c < a_->cols; ++c) {
+    float const x = a_->values[std::size_t(row * a_->cols + c)], y = b_->values[std::size_t(row * b_->cols + c)];
+    if (hex_bits(x) == hex_bits(y)) continue;
+    ++differing;
+    if (++shown > 64) continue;
+    text += QString("\n  column %1: a %2 (%3)  b %4 (%5)  %6 ULPs")
+                .arg(c, 4)
+                .arg(QString::fromStdString(hex_bits(x)))
+                .arg(double(x), 0, 'g', 9)
+                .arg(QString::fromStdString(hex_bits(y)))
+                .arg(double(y), 0, 'g', 9)
+                .arg(ulp_distance(x, y));
+  }
+  if (differing == 0)
+    text += " the same bits in A and B";
+  else if (shown > 64)
+    text += QString("\n  ... %1 more columns").arg(shown - 64);
+  bits_->setText(text);
+}
+
+void DiffView::nextDifferingRow() {
+  auto const& rows = summary_.values.differences;  // ascending by row
+  if (rows.empty()) return;
+  auto it = std::upper_bound(rows.begin(), rows.end(), current_,
+                             [](std::int64_t r, RowDifference const& d) { return r < d.row; });
+  if (it == rows.end()) it = rows.begin();  // wrap around
+  emit rowPicked(it->row);
+}
+
+}  // namespace kembed::inspector

@@ -1,0 +1,128 @@
+#pragma once
+// The inspector's three views. Each shows one or two datasets, reports the row a
+// user picks (rowPicked) and follows the row picked elsewhere (showRow).
+#include "analysis.hpp"
+#include "models.hpp"
+
+#include <QWidget>
+
+#include <memory>
+
+class QCustomPlot;
+class QCPBars;
+class QCPColorMap;
+class QCPColorScale;
+class QCPGraph;
+class QCPItemStraightLine;
+class QCheckBox;
+class QLabel;
+class QSpinBox;
+class QTableView;
+class QTableWidget;
+
+namespace kembed::inspector {
+
+class View : public QWidget {
+  Q_OBJECT
+ public:
+  using QWidget::QWidget;
+  virtual QCustomPlot* plot() const = 0;  // the chart that "Export PNG" saves
+  virtual QString tableCsv() const = 0;   // the table that "Export CSV" saves
+ public slots:
+  virtual void showRow(qint64 row) = 0;
+ signals:
+  void rowPicked(qint64 row);
+};
+
+// Per-row gradient counts: an exact histogram (bins chosen by the user, linear or
+// logarithmic, log-scaled axis on demand), the top rows, and a sortable row table.
+class CountsView : public View {
+  Q_OBJECT
+ public:
+  explicit CountsView(QWidget* parent = nullptr);
+  void setDataset(std::shared_ptr<Dataset const> data);
+  QCustomPlot* plot() const override { return plot_; }
+  QString tableCsv() const override { return model_->csv(); }
+  RowTableModel* model() const { return model_; }
+  Histogram const& histogram() const { return histogram_; }
+ public slots:
+  void showRow(qint64 row) override;
+  void rebuildHistogram();
+
+ private:
+  std::shared_ptr<Dataset const> data_;
+  Histogram histogram_;
+  QCustomPlot* plot_;
+  QCPBars* bars_;
+  QSpinBox* bins_;
+  QCheckBox* log_bins_;
+  QCheckBox* log_axis_;
+  QTableWidget* top_;
+  QTableView* table_;
+  RowTableModel* model_;
+  QLabel* summary_;
+};
+
+// The gradient as a heatmap: rows down, columns across, colour by value with a
+// legend. The visible row range is squeezed into bands of whole rows (the value of
+// largest magnitude wins), so a million rows render as fast as a thousand; the
+// mouse wheel zooms and dragging pans, and each change re-bands the rows shown.
+class GradientView : public View {
+  Q_OBJECT
+ public:
+  explicit GradientView(QWidget* parent = nullptr);
+  void setDataset(std::shared_ptr<Dataset const> data);
+  QCustomPlot* plot() const override { return plot_; }
+  QString tableCsv() const override;
+  int bands() const { return bands_; }
+ public slots:
+  void showRow(qint64 row) override;
+  void rebuild();
+
+ protected:
+  void resizeEvent(QResizeEvent* event) override;  // new height, new bands
+
+ private:
+  std::shared_ptr<Dataset const> data_;
+  QCustomPlot* plot_;
+  QCPColorMap* map_;
+  QCPColorScale* scale_;
+  QCPItemStraightLine* marker_;
+  QLabel* info_;
+  int bands_ = 0;
+  bool rebuilding_ = false;
+};
+
+// Two datasets: the verdict, the differing rows (max ULPs, max |a-b|, bits), the
+// difference against row id, the provenance of both side by side (differences in
+// bold), and the bits of the selected row.
+class DiffView : public View {
+  Q_OBJECT
+ public:
+  explicit DiffView(QWidget* parent = nullptr);
+  void setDatasets(std::shared_ptr<Dataset const> a, std::shared_ptr<Dataset const> b);
+  QCustomPlot* plot() const override { return plot_; }
+  QString tableCsv() const override { return model_->csv(); }
+  DiffSummary const& summary() const { return summary_; }
+  QString verdict() const;
+  DiffTableModel* model() const { return model_; }
+  QString bitsText() const;
+ public slots:
+  void showRow(qint64 row) override;
+  void nextDifferingRow();
+
+ private:
+  std::shared_ptr<Dataset const> a_, b_;
+  DiffSummary summary_;
+  std::int64_t current_ = -1;
+  QLabel* verdict_;
+  QCustomPlot* plot_;
+  QCPGraph* points_;
+  QCPItemStraightLine* marker_;
+  QTableView* table_;
+  DiffTableModel* model_;
+  QTableWidget* provenance_;
+  QLabel* bits_;
+};
+
+}  // namespace kembed::inspector
