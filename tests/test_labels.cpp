@@ -58,7 +58,8 @@ TEST_F(Labels, KernelsAndRegionsAreNamedKembed) {
       o.plan = plan;
       Layer layer(v, d, FloatsRef(table.data(), Shape{v, d}), o);
       layer.forward(IdsRef(ids));
-      layer.backward(IdsRef(ids), FloatsRef(dy.data(), Shape{t, d}));
+      auto const g = layer.backward(IdsRef(ids), FloatsRef(dy.data(), Shape{t, d}));
+      layer.backward(IdsRef(ids), FloatsRef(dy.data(), Shape{t, d}), FloatsRef(g.values.data(), Shape{v, d}));
       layer.counts(IdsRef(ids));
     }
   for (auto const& name : kernels()) {

@@ -241,6 +241,30 @@ TEST_F(Refusals, EveryRefusalOfTheContract) {
   for (auto const& r : rows) expect_refused(r);
 }
 
+// dy is checked inside the kernels (no extra pass): a NaN at a position whose row
+// is the padding row, which no sum reads, must still be found, in every path.
+TEST(RefusalsInKernels, NonFiniteDyOnThePaddingRowIsFoundByEveryPath) {
+  std::int64_t const v = 5, d = 3;
+  auto const table = test::table_for(v, d);
+  std::vector<std::int64_t> ids{0, 1, 2, 1};
+  std::vector<float> dy(ids.size() * d, 0.5f);
+  dy[3 * d + 2] = std::numeric_limits<float>::quiet_NaN();  // position 3, the padding row
+  for (auto mode : {Mode::identical, Mode::deterministic, Mode::fast})
+    for (auto plan : {Plan::scan, Plan::sort}) {
+      Options o;
+      o.padding_idx = 1;
+      o.mode = mode;
+      o.plan = plan;
+      Layer layer(v, d, FloatsRef(table.data(), Shape{v, d}), o);
+      try {
+        layer.backward(IdsRef(ids), FloatsRef(dy.data(), Shape{std::int64_t(ids.size()), d}));
+        ADD_FAILURE() << to_string(mode) << "/" << to_string(plan) << ": accepted";
+      } catch (NonFinite const& e) {
+        EXPECT_NE(std::string(e.what()).find("dy holds NaN at position 3, column 2"), std::string::npos) << e.what();
+      }
+    }
+}
+
 TEST_F(Refusals, ViewOverloadsCheckEverythingBeforeWriting) {
   TEST_EXECSPACE space;
   Layer::matrix_type grad("grad", v, d);

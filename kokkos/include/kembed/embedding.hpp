@@ -100,9 +100,18 @@ class Embedding {
     Kokkos::deep_copy(host_matrix(out.data(), config_.num_embeddings, config_.embedding_dim), weight_);
     return out;
   }
-  // The plan that runs for T positions (`auto` resolved).
-  Plan plan_for(std::int64_t positions) const noexcept {
-    if (config_.plan == Plan::automatic && !host_memory) return Plan::sort;  // scan is a host plan
+  // The plan that runs for T positions (`auto` resolved). Measured with
+  // bench/kembed_bench.cpp on 2 cores (docs/PERFORMANCE.md): on host backends with
+  // up to 4 threads the scan, which reads the ids once per thread but dy and the
+  // gradient once, beat the sort at every grid point, so `auto` takes it there; on
+  // more host threads the contract's V * T rule stands until measured; a device
+  // backend always sorts (the scan reads the ids once per block).
+  Plan plan_for(std::int64_t positions) const { return plan_for(space_, positions); }
+  // As above, for the execution space instance a call runs on.
+  Plan plan_for(ExecutionSpace const& space, std::int64_t positions) const {
+    if (config_.plan != Plan::automatic) return config_.plan;
+    if (!host_memory) return Plan::sort;
+    if (space.concurrency() <= 4) return Plan::scan;
     return resolve_plan(config_.plan, config_.num_embeddings, positions);
   }
 
@@ -160,7 +169,9 @@ class Embedding {
   // `carry` to continue in place, which then touches only the rows this call's
   // ids hit (plus the padding row), and does not re-check the carry for +-inf
   // (an overflowed sum is a legitimate state). Empty `carry` / `counts` views
-  // mean none.
+  // mean none. On an error nothing is written, except that a NaN or inf in dy is
+  // found while folding: then a `grad` that is not the carry holds unspecified
+  // values (the carry, the table and the caller's inputs never change).
   void backward(ExecutionSpace const& space, ids32_type const& ids, const_matrix_type const& dy,
                 matrix_type const& grad, const_matrix_type const& carry = {}, counts_type const& counts = {}) const {
     backward_impl(space, ids, dy, grad, carry, counts);
@@ -270,34 +281,34 @@ class Embedding {
                                           std::to_string(v) + " (num_embeddings)");
     }
     detail::check_ids(space, ids, v);
-    detail::check_finite(space, dy, "dy", "position");
     // A carry given as `grad` itself continues this layer's own output, which may
     // hold +-inf where a sum overflowed; only a separate carry is checked.
     bool const in_place = has_carry && carry.data() == grad.data();
     if (has_carry && !in_place) detail::check_finite(space, carry, "carry", "row");
+    // dy is checked inside the kernels, which read every term anyway; in place the
+    // carry must survive bad input, so there dy is checked first, in its own pass.
+    if (in_place) detail::check_finite(space, dy, "dy", "position");
 
     auto const pad = config_.padding_idx;
     auto const concurrency = static_cast<std::int64_t>(space.concurrency());
+    bool saw_non_finite = false;
     if (config_.mode == Mode::fast) {
       detail::ScopedRegion region("kembed::backward[fast]");
-      detail::backward_fast(space, ids, dy, carry, grad, counts, pad);
-      return;
-    }
-    auto const plan = config_.mode == Mode::identical ? plan_for(t) : Plan::sort;
-    if (plan == Plan::scan) {
+      saw_non_finite = detail::backward_fast(space, ids, dy, carry, grad, counts, pad);
+    } else if ((config_.mode == Mode::identical ? plan_for(space, t) : Plan::sort) == Plan::scan) {
       detail::ScopedRegion region("kembed::backward[identical,scan]");
       auto const blocks = concurrency < v ? concurrency : v;
-      detail::backward_scan(space, ids, dy, carry, grad, counts, pad, blocks < 1 ? 1 : blocks);
-      return;
+      saw_non_finite = detail::backward_scan(space, ids, dy, carry, grad, counts, pad, blocks < 1 ? 1 : blocks);
+    } else {
+      detail::ScopedRegion region(config_.mode == Mode::identical ? "kembed::backward[identical,sort]"
+                                                                  : "kembed::backward[deterministic,sort]");
+      auto const index = detail::build_row_index(space, ids, v, detail::sort_chunks(concurrency, v, t));
+      saw_non_finite = config_.mode == Mode::identical ? detail::fold_identical(space, index, dy, carry, grad, pad)
+                                                       : detail::fold_pairwise(space, index, dy, carry, grad, pad);
+      if (counts.data() != nullptr) detail::counts_from_offsets(space, index.offsets, counts);
     }
-    detail::ScopedRegion region(config_.mode == Mode::identical ? "kembed::backward[identical,sort]"
-                                                                : "kembed::backward[deterministic,sort]");
-    auto const index = detail::build_row_index(space, ids, v, detail::sort_chunks(concurrency, v, t));
-    if (config_.mode == Mode::identical)
-      detail::fold_identical(space, index, dy, carry, grad, pad);
-    else
-      detail::fold_pairwise(space, index, dy, carry, grad, pad);
-    if (counts.data() != nullptr) detail::counts_from_offsets(space, index.offsets, counts);
+    // grad (not the carry) then holds unspecified values, as documented.
+    if (saw_non_finite) detail::check_finite(space, dy, "dy", "position");
   }
 
   template <class IdView>

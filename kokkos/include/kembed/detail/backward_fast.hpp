@@ -6,8 +6,9 @@
 
 namespace kembed::detail {
 
+// Returns whether any dy term was NaN or +-inf (see fold_identical).
 template <class ExecutionSpace, class IdView, class Dy, class Carry, class Grad, class Counts>
-void backward_fast(ExecutionSpace const& space, IdView const& ids, Dy const& dy, Carry const& carry, Grad const& grad,
+bool backward_fast(ExecutionSpace const& space, IdView const& ids, Dy const& dy, Carry const& carry, Grad const& grad,
                    Counts const& counts, std::int64_t padding_idx) {
   std::int64_t const v = grad.extent(0);
   std::int64_t const d = grad.extent(1);
@@ -28,13 +29,22 @@ void backward_fast(ExecutionSpace const& space, IdView const& ids, Dy const& dy,
         "kembed::backward_fast::padding", Range<ExecutionSpace>(space, 0, d),
         KOKKOS_LAMBDA(std::int64_t c) { grad(padding_idx, c) = 0.0f; });
   }
-  Kokkos::parallel_for(
-      "kembed::backward_fast", Range<ExecutionSpace>(space, 0, t), KOKKOS_LAMBDA(std::int64_t p) {
+  int bad = 0;
+  Kokkos::parallel_reduce(
+      "kembed::backward_fast", Range<ExecutionSpace>(space, 0, t),
+      KOKKOS_LAMBDA(std::int64_t p, int& saw) {
         auto const r = static_cast<std::int64_t>(ids(p));
         if (has_counts) Kokkos::atomic_add(&counts(r), std::int64_t{1});
-        if (r == padding_idx) return;
-        for (std::int64_t c = 0; c < d; ++c) Kokkos::atomic_add(&grad(r, c), dy(p, c));
-      });
+        int flag = 0;
+        for (std::int64_t c = 0; c < d; ++c) {
+          float const x = dy(p, c);
+          flag |= non_finite(x);
+          if (r != padding_idx) Kokkos::atomic_add(&grad(r, c), x);
+        }
+        saw |= flag;
+      },
+      Kokkos::BOr<int>(bad));
+  return bad != 0;
 }
 
 }  // namespace kembed::detail

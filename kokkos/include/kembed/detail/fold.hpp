@@ -6,41 +6,52 @@
 
 namespace kembed::detail {
 
-// Columns one thread folds together: the row's positions are read once per tile.
-inline constexpr std::int64_t fold_tile = 16;
-// The deterministic fold keeps a 64-level stack per column, so its tiles are narrower.
-inline constexpr std::int64_t pairwise_tile = 4;
-
 // Mode `identical`: acc = carry (or +0.0), then acc = acc + dy[p] for p ascending.
+// Returns whether any dy term it read was NaN or +-inf (the caller then finds and
+// reports the first; the padding row's terms are read for this alone).
 template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad>
-void fold_identical(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry, Grad const& grad,
+bool fold_identical(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry, Grad const& grad,
                     std::int64_t padding_idx) {
+  constexpr std::int64_t tile = Tiles<ExecutionSpace>::fold;
   std::int64_t const v = grad.extent(0);
   std::int64_t const d = grad.extent(1);
-  std::int64_t const tiles = (d + fold_tile - 1) / fold_tile;
+  std::int64_t const tiles = (d + tile - 1) / tile;
   bool const has_carry = carry.data() != nullptr;
   bool const in_place = has_carry && carry.data() == grad.data();
   auto const offsets = index.offsets;
   auto const positions = index.positions;
-  Kokkos::parallel_for(
-      "kembed::backward_fold", Range<ExecutionSpace>(space, 0, v * tiles), KOKKOS_LAMBDA(std::int64_t i) {
+  int bad = 0;
+  Kokkos::parallel_reduce(
+      "kembed::backward_fold", DynamicRange<ExecutionSpace>(space, 0, v * tiles),
+      KOKKOS_LAMBDA(std::int64_t i, int& saw) {
         std::int64_t const r = i / tiles;
-        std::int64_t const c0 = (i % tiles) * fold_tile;
-        std::int64_t const n = d - c0 < fold_tile ? d - c0 : fold_tile;
+        std::int64_t const c0 = (i % tiles) * tile;
+        std::int64_t const n = d - c0 < tile ? d - c0 : tile;
+        std::int64_t const begin = offsets(r), end = offsets(r + 1);
+        int flag = 0;
         if (r == padding_idx) {
+          for (std::int64_t j = begin; j < end; ++j)
+            for (std::int64_t k = 0; k < n; ++k) flag |= non_finite(dy(positions(j), c0 + k));
           for (std::int64_t k = 0; k < n; ++k) grad(r, c0 + k) = 0.0f;
+          saw |= flag;
           return;
         }
-        if (in_place && offsets(r) == offsets(r + 1)) return;  // already holds its carry
-        float acc[fold_tile];
+        if (in_place && begin == end) return;  // already holds its carry
+        float acc[tile];
         for (std::int64_t k = 0; k < n; ++k) acc[k] = has_carry ? carry(r, c0 + k) : 0.0f;
-        std::int64_t const end = offsets(r + 1);
-        for (std::int64_t j = offsets(r); j < end; ++j) {
+        for (std::int64_t j = begin; j < end; ++j) {
           std::int64_t const p = positions(j);
-          for (std::int64_t k = 0; k < n; ++k) acc[k] = acc[k] + dy(p, c0 + k);
+          for (std::int64_t k = 0; k < n; ++k) {
+            float const x = dy(p, c0 + k);
+            flag |= non_finite(x);
+            acc[k] = acc[k] + x;
+          }
         }
         for (std::int64_t k = 0; k < n; ++k) grad(r, c0 + k) = acc[k];
-      });
+        saw |= flag;
+      },
+      Kokkos::BOr<int>(bad));
+  return bad != 0;
 }
 
 // Mode `deterministic`: base + the pairwise tree of reference::pairwise_sum, built
@@ -48,8 +59,9 @@ void fold_identical(ExecutionSpace const& space, Index const& index, Dy const& d
 // times as k has trailing zero bits (older + newer); at the end fold the stack from
 // the newest down (older + rest). Both give the same tree, term for term.
 template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad>
-void fold_pairwise(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry, Grad const& grad,
+bool fold_pairwise(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry, Grad const& grad,
                    std::int64_t padding_idx) {
+  constexpr std::int64_t pairwise_tile = Tiles<ExecutionSpace>::pairwise;
   std::int64_t const v = grad.extent(0);
   std::int64_t const d = grad.extent(1);
   std::int64_t const tiles = (d + pairwise_tile - 1) / pairwise_tile;
@@ -57,23 +69,33 @@ void fold_pairwise(ExecutionSpace const& space, Index const& index, Dy const& dy
   bool const in_place = has_carry && carry.data() == grad.data();
   auto const offsets = index.offsets;
   auto const positions = index.positions;
-  Kokkos::parallel_for(
-      "kembed::backward_fold_pairwise", Range<ExecutionSpace>(space, 0, v * tiles), KOKKOS_LAMBDA(std::int64_t i) {
+  int bad = 0;
+  Kokkos::parallel_reduce(
+      "kembed::backward_fold_pairwise", DynamicRange<ExecutionSpace>(space, 0, v * tiles),
+      KOKKOS_LAMBDA(std::int64_t i, int& saw) {
         std::int64_t const r = i / tiles;
         std::int64_t const c0 = (i % tiles) * pairwise_tile;
         std::int64_t const n = d - c0 < pairwise_tile ? d - c0 : pairwise_tile;
+        std::int64_t const begin = offsets(r), end = offsets(r + 1);
+        int flag = 0;
         if (r == padding_idx) {
+          for (std::int64_t j = begin; j < end; ++j)
+            for (std::int64_t k = 0; k < n; ++k) flag |= non_finite(dy(positions(j), c0 + k));
           for (std::int64_t k = 0; k < n; ++k) grad(r, c0 + k) = 0.0f;
+          saw |= flag;
           return;
         }
-        std::int64_t const begin = offsets(r), end = offsets(r + 1);
         if (in_place && begin == end) return;  // already holds its carry
         float stack[64][pairwise_tile];
         int top = -1;
         for (std::int64_t j = begin; j < end; ++j) {
           std::int64_t const p = positions(j);
           ++top;
-          for (std::int64_t k = 0; k < n; ++k) stack[top][k] = dy(p, c0 + k);
+          for (std::int64_t k = 0; k < n; ++k) {
+            float const x = dy(p, c0 + k);
+            flag |= non_finite(x);
+            stack[top][k] = x;
+          }
           for (std::int64_t count = j - begin + 1; (count & 1) == 0; count >>= 1) {
             for (std::int64_t k = 0; k < n; ++k) stack[top - 1][k] = stack[top - 1][k] + stack[top][k];
             --top;
@@ -89,7 +111,10 @@ void fold_pairwise(ExecutionSpace const& space, Index const& index, Dy const& dy
           for (int level = top - 1; level >= 0; --level) sum = stack[level][k] + sum;
           grad(r, c0 + k) = base + sum;
         }
-      });
+        saw |= flag;
+      },
+      Kokkos::BOr<int>(bad));
+  return bad != 0;
 }
 
 }  // namespace kembed::detail

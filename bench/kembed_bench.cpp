@@ -1,0 +1,268 @@
+// kembed-bench: forward and backward over a grid of shapes, every plan and mode, each
+// timed against the machine's bound measured in the same run: a (parallel) memcpy of
+// the bytes the operation must move. One backend and thread count per process.
+//
+//   kembed-bench [--backend serial|openmp] [--threads N] [--quick] [--csv FILE]
+//   kembed-bench --inputs DIR --rows V --dim d     (times one batch given as raw files,
+//                                                   for scripts/bench_torch.py)
+#include <kembed/core/synthetic.hpp>
+#include <kembed/embedding.hpp>
+#include <kembed/io/sha256.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+// Best of several runs after a warm-up (page faults, first touch): at least two
+// runs, more while under `budget` seconds; runs slower than 0.2 s are timed once.
+template <class F>
+double best_seconds(F&& f, double budget = 0.3, int max_reps = 10) {
+  auto const t0 = clock_type::now();
+  f();
+  bool const slow = std::chrono::duration<double>(clock_type::now() - t0).count() > 0.2;
+  double best = 1e30, spent = 0;
+  for (int rep = 0; rep < max_reps && (rep < (slow ? 1 : 2) || spent < budget); ++rep) {
+    auto const t0 = clock_type::now();
+    f();
+    double const s = std::chrono::duration<double>(clock_type::now() - t0).count();
+    best = std::min(best, s);
+    spent += s;
+  }
+  return best;
+}
+
+// The bound: the same number of bytes through memcpy, split over the backend's threads.
+template <class Space>
+struct Memcpy {
+  std::vector<char> src, dst;
+  void reserve(std::size_t bytes) {
+    if (src.size() >= bytes) return;
+    src.assign(bytes, 1);
+    dst.assign(bytes, 0);
+  }
+  double seconds(std::size_t moved) {
+    std::size_t const n = std::max<std::size_t>(moved / 2, 64);  // memcpy moves 2n bytes
+    reserve(n);
+    Space space;
+    int const parts = space.concurrency();
+    char* d = dst.data();
+    char const* s = src.data();
+    return best_seconds([&] {
+      Kokkos::parallel_for(
+          "kembed::bench::memcpy", Kokkos::RangePolicy<Space>(space, 0, parts), [=](int i) {
+            std::size_t const lo = n * std::size_t(i) / std::size_t(parts), hi = n * std::size_t(i + 1) / std::size_t(parts);
+            std::memcpy(d + lo, s + lo, hi - lo);
+          });
+      space.fence();
+    });
+  }
+};
+
+struct Row {
+  std::string backend;
+  int threads;
+  long long v, d, t;
+  std::string ids, op, mode, plan, plan_used;
+  double seconds;
+  double bytes;
+  double memcpy_seconds;
+};
+
+void print_row(FILE* out, Row const& r) {
+  std::fprintf(out, "%s,%d,%lld,%lld,%lld,%s,%s,%s,%s,%s,%.6g,%.6g,%.6g,%.4f\n", r.backend.c_str(), r.threads, r.v, r.d,
+               r.t, r.ids.c_str(), r.op.c_str(), r.mode.c_str(), r.plan.c_str(), r.plan_used.c_str(), r.seconds, r.bytes,
+               r.memcpy_seconds, r.memcpy_seconds / r.seconds);
+  std::fflush(out);
+}
+
+template <class Space>
+int grid(bool quick, std::string const& csv) {
+  using Layer = kembed::Embedding<Space>;
+  Space space;
+  std::string const backend = Space::name();
+  int const threads = space.concurrency();
+  FILE* out = csv.empty() ? stdout : std::fopen(csv.c_str(), "w");
+  if (!out) {
+    std::fprintf(stderr, "kembed-bench: cannot write %s\n", csv.c_str());
+    return 2;
+  }
+  std::fprintf(out, "backend,threads,V,d,T,ids,op,mode,plan,plan_used,seconds,bytes,memcpy_seconds,fraction_of_bound\n");
+  std::vector<long long> const vs = quick ? std::vector<long long>{100000, 1000000} : std::vector<long long>{1000, 100000, 1000000};
+  std::vector<long long> const ds = quick ? std::vector<long long>{16, 128} : std::vector<long long>{16, 64, 128, 512};
+  std::vector<long long> const ts = quick ? std::vector<long long>{100000, 1000000} : std::vector<long long>{1000, 100000, 1000000};
+  std::vector<std::string> const dists = quick ? std::vector<std::string>{"zipf"} : std::vector<std::string>{"uniform", "zipf"};
+  Memcpy<Space> bound;
+  auto const started = clock_type::now();
+  for (auto d : ds)
+    for (auto v : vs)
+      for (auto t : ts)
+        for (auto const& dist : dists) {
+          auto const ids_h = dist == "zipf" ? kembed::synthetic::zipf_ids(v, t, 1.1, 1) : kembed::synthetic::uniform_ids(v, t, 1);
+          typename Layer::ids64_type ids = Kokkos::create_mirror_view_and_copy(
+              typename Space::memory_space(),
+              Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(ids_h.data(), t));
+          typename Layer::matrix_type dy("dy", t, d), y("y", t, d), grad("grad", v, d), table("table", v, d);
+          Kokkos::parallel_for("fill", Kokkos::RangePolicy<Space>(space, 0, t), KOKKOS_LAMBDA(std::int64_t p) {
+            for (std::int64_t c = 0; c < d; ++c) dy(p, c) = float((p * 7 + c * 13) % 1024) / 1024.0f - 0.5f;
+          });
+          Kokkos::parallel_for("fill", Kokkos::RangePolicy<Space>(space, 0, v), KOKKOS_LAMBDA(std::int64_t r) {
+            for (std::int64_t c = 0; c < d; ++c) table(r, c) = float((r * 3 + c) % 512) / 512.0f;
+          });
+          space.fence();
+          double const fwd_bytes = 2.0 * double(t) * double(d) * 4;
+          double const bwd_bytes = double(t) * 8 + double(t) * double(d) * 4 + double(v) * double(d) * 4;
+          double const fwd_bound = bound.seconds(std::size_t(fwd_bytes));
+          double const bwd_bound = bound.seconds(std::size_t(bwd_bytes));
+          Row row{backend, threads, v, d, t, dist, "", "", "", "", 0, 0, 0};
+
+          auto layer = Layer::from_pretrained(space, table);
+          row.op = "forward", row.mode = "-", row.plan = "-", row.plan_used = "-";
+          row.seconds = best_seconds([&] {
+            layer.forward(space, ids, y);
+            space.fence();
+          });
+          row.bytes = fwd_bytes, row.memcpy_seconds = fwd_bound;
+          print_row(out, row);
+
+          row.op = "backward", row.bytes = bwd_bytes, row.memcpy_seconds = bwd_bound;
+          std::string reference;
+          struct Case {
+            kembed::Mode mode;
+            kembed::Plan plan;
+          };
+          for (auto c : {Case{kembed::Mode::identical, kembed::Plan::scan}, Case{kembed::Mode::identical, kembed::Plan::sort},
+                         Case{kembed::Mode::identical, kembed::Plan::automatic},
+                         Case{kembed::Mode::deterministic, kembed::Plan::automatic},
+                         Case{kembed::Mode::fast, kembed::Plan::automatic}}) {
+            kembed::Options o;
+            o.mode = c.mode;
+            o.plan = c.plan;
+            auto const l = Layer::from_pretrained(space, table, o);
+            row.mode = std::string(kembed::to_string(c.mode));
+            row.plan = std::string(kembed::to_string(c.plan));
+            row.plan_used = c.mode == kembed::Mode::identical ? std::string(kembed::to_string(l.plan_for(t)))
+                            : c.mode == kembed::Mode::deterministic ? "sort" : "atomic";
+            row.seconds = best_seconds([&] {
+              l.backward(space, ids, dy, grad);
+              space.fence();
+            });
+            print_row(out, row);
+            if (c.mode == kembed::Mode::identical) {
+              auto g = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
+              auto const sha = kembed::io::sha256_hex(g.data(), g.size() * sizeof(float));
+              if (reference.empty()) reference = sha;
+              if (sha != reference) {
+                std::fprintf(stderr, "kembed-bench: plan %s gave other bits at V=%lld d=%lld T=%lld\n", row.plan.c_str(), v, d, t);
+                return 1;
+              }
+            }
+          }
+        }
+  std::fprintf(stderr, "kembed-bench: %s with %d thread(s), %s grid in %.0f s\n", backend.c_str(), threads,
+               quick ? "quick" : "full", std::chrono::duration<double>(clock_type::now() - started).count());
+  if (out != stdout) std::fclose(out);
+  return 0;
+}
+
+template <class T>
+std::vector<T> read_raw(std::string const& path, std::size_t n) {
+  std::vector<T> out(n);
+  std::ifstream in(path, std::ios::binary);
+  in.read(reinterpret_cast<char*>(out.data()), std::streamsize(n * sizeof(T)));
+  if (!in) {
+    std::fprintf(stderr, "kembed-bench: %s holds fewer than %zu values\n", path.c_str(), n);
+    std::exit(2);
+  }
+  return out;
+}
+
+// One batch from raw little-endian files (ids.i64, dy.f32, table.f32): forward and
+// backward (identical, auto), times and SHA-256s as one JSON line.
+template <class Space>
+int inputs(std::string const& dir, long long v, long long d, long long t) {
+  using Layer = kembed::Embedding<Space>;
+  Space space;
+  auto const ids_h = read_raw<std::int64_t>(dir + "/ids.i64", std::size_t(t));
+  auto const dy_h = read_raw<float>(dir + "/dy.f32", std::size_t(t * d));
+  auto const table_h = read_raw<float>(dir + "/table.f32", std::size_t(v * d));
+  typename Layer::ids64_type ids = Kokkos::create_mirror_view_and_copy(
+      typename Space::memory_space(), Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(ids_h.data(), t));
+  typename Layer::const_matrix_type dy = Kokkos::create_mirror_view_and_copy(
+      typename Space::memory_space(),
+      Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(dy_h.data(), t, d));
+  Layer layer(space, v, d, kembed::FloatsRef(table_h.data(), kembed::Shape{v, d}));
+  typename Layer::matrix_type y("y", t, d), grad("grad", v, d);
+  double const fwd = best_seconds([&] {
+    layer.forward(space, ids, y);
+    space.fence();
+  });
+  double const bwd = best_seconds([&] {
+    layer.backward(space, ids, dy, grad);
+    space.fence();
+  });
+  auto const yh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
+  auto const gh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
+  std::printf("{\"backend\": \"%s\", \"threads\": %d, \"forward_seconds\": %.6g, \"backward_seconds\": %.6g, "
+              "\"plan_used\": \"%s\", \"y_sha256\": \"%s\", \"grad_sha256\": \"%s\"}\n",
+              Space::name(), int(space.concurrency()), fwd, bwd, std::string(kembed::to_string(layer.plan_for(t))).c_str(),
+              kembed::io::sha256_hex(yh.data(), yh.size() * 4).c_str(), kembed::io::sha256_hex(gh.data(), gh.size() * 4).c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string backend = "default", csv, dir;
+  int threads = 0;
+  bool quick = false;
+  long long v = 0, d = 0, t = 0;
+  for (int i = 1; i < argc; ++i) {
+    std::string const a = argv[i];
+    auto value = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (a == "--backend") backend = value();
+    else if (a == "--threads") threads = std::stoi(value());
+    else if (a == "--quick") quick = true;
+    else if (a == "--csv") csv = value();
+    else if (a == "--inputs") dir = value();
+    else if (a == "--rows") v = std::stoll(value());
+    else if (a == "--dim") d = std::stoll(value());
+    else if (a == "--positions") t = std::stoll(value());
+    else {
+      std::fprintf(stderr, "usage: kembed-bench [--backend serial|openmp] [--threads N] [--quick] [--csv FILE]\n"
+                           "       kembed-bench --inputs DIR --rows V --dim d --positions T [--backend ...]\n");
+      return 2;
+    }
+  }
+  if (threads > 0) setenv("KOKKOS_NUM_THREADS", std::to_string(threads).c_str(), 1);
+  setenv("KOKKOS_DISABLE_WARNINGS", "1", 0);
+  int one = 1;
+  char name[] = "kembed-bench";
+  char* args[] = {name, nullptr};
+  Kokkos::ScopeGuard guard(one, args);
+  bool const serial = backend == "serial";
+#ifndef KOKKOS_ENABLE_OPENMP
+  if (backend == "openmp") {
+    std::fprintf(stderr, "kembed-bench: built without OpenMP\n");
+    return 2;
+  }
+#endif
+  if (!dir.empty()) {
+#ifdef KOKKOS_ENABLE_OPENMP
+    if (!serial) return inputs<Kokkos::OpenMP>(dir, v, d, t);
+#endif
+    return inputs<Kokkos::Serial>(dir, v, d, t);
+  }
+#ifdef KOKKOS_ENABLE_OPENMP
+  if (!serial) return grid<Kokkos::OpenMP>(quick, csv);
+#endif
+  return grid<Kokkos::Serial>(quick, csv);
+}

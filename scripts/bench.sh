@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs the benchmark grid (bench/kembed_bench.cpp) on Serial and on OpenMP with 1
+# and 2 threads, then draws the plots and tables of docs/PERFORMANCE.md.
+#   scripts/bench.sh            the whole grid (about 15 minutes on 2 cores)
+#   scripts/bench.sh --quick    a subset (about 2 minutes)
+# Results: bench/results/*.csv, docs/images/perf-*.png, bench/results/summary.md.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+quick=${1:-}
+"$here/scripts/setup.sh" openmp
+bench=$here/build/openmp/bench/kembed-bench
+out=$here/bench/results
+mkdir -p "$out"
+export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads}
+"$bench" --backend serial $quick --csv "$out/serial.csv"
+"$bench" --backend openmp --threads 1 $quick --csv "$out/openmp-1.csv"
+"$bench" --backend openmp --threads 2 $quick --csv "$out/openmp-2.csv"
+venv=${KEMBED_CACHE:-$HOME/.cache/kembed}/venv
+"$venv/bin/python" -c "import matplotlib" 2>/dev/null || "$venv/bin/pip" install -q matplotlib
+"$venv/bin/python" "$here/scripts/plot_bench.py" "$out" "$here/docs/images" | tee "$out/summary.md"
