@@ -57,11 +57,11 @@ struct Memcpy {
     char* d = dst.data();
     char const* s = src.data();
     return best_seconds([&] {
-      Kokkos::parallel_for(
-          "kembed::bench::memcpy", Kokkos::RangePolicy<Space>(space, 0, parts), [=](int i) {
-            std::size_t const lo = n * std::size_t(i) / std::size_t(parts), hi = n * std::size_t(i + 1) / std::size_t(parts);
-            std::memcpy(d + lo, s + lo, hi - lo);
-          });
+      Kokkos::parallel_for("kembed::bench::memcpy", Kokkos::RangePolicy<Space>(space, 0, parts), [=](int i) {
+        std::size_t const lo = n * std::size_t(i) / std::size_t(parts),
+                          hi = n * std::size_t(i + 1) / std::size_t(parts);
+        std::memcpy(d + lo, s + lo, hi - lo);
+      });
       space.fence();
     });
   }
@@ -79,8 +79,8 @@ struct Row {
 
 void print_row(FILE* out, Row const& r) {
   std::fprintf(out, "%s,%d,%lld,%lld,%lld,%s,%s,%s,%s,%s,%.6g,%.6g,%.6g,%.4f\n", r.backend.c_str(), r.threads, r.v, r.d,
-               r.t, r.ids.c_str(), r.op.c_str(), r.mode.c_str(), r.plan.c_str(), r.plan_used.c_str(), r.seconds, r.bytes,
-               r.memcpy_seconds, r.memcpy_seconds / r.seconds);
+               r.t, r.ids.c_str(), r.op.c_str(), r.mode.c_str(), r.plan.c_str(), r.plan_used.c_str(), r.seconds,
+               r.bytes, r.memcpy_seconds, r.memcpy_seconds / r.seconds);
   std::fflush(out);
 }
 
@@ -95,28 +95,35 @@ int grid(bool quick, std::string const& csv) {
     std::fprintf(stderr, "kembed-bench: cannot write %s\n", csv.c_str());
     return 2;
   }
-  std::fprintf(out, "backend,threads,V,d,T,ids,op,mode,plan,plan_used,seconds,bytes,memcpy_seconds,fraction_of_bound\n");
-  std::vector<long long> const vs = quick ? std::vector<long long>{100000, 1000000} : std::vector<long long>{1000, 100000, 1000000};
+  std::fprintf(out,
+               "backend,threads,V,d,T,ids,op,mode,plan,plan_used,seconds,bytes,memcpy_seconds,fraction_of_bound\n");
+  std::vector<long long> const vs =
+      quick ? std::vector<long long>{100000, 1000000} : std::vector<long long>{1000, 100000, 1000000};
   std::vector<long long> const ds = quick ? std::vector<long long>{16, 128} : std::vector<long long>{16, 64, 128, 512};
-  std::vector<long long> const ts = quick ? std::vector<long long>{100000, 1000000} : std::vector<long long>{1000, 100000, 1000000};
-  std::vector<std::string> const dists = quick ? std::vector<std::string>{"zipf"} : std::vector<std::string>{"uniform", "zipf"};
+  std::vector<long long> const ts =
+      quick ? std::vector<long long>{100000, 1000000} : std::vector<long long>{1000, 100000, 1000000};
+  std::vector<std::string> const dists =
+      quick ? std::vector<std::string>{"zipf"} : std::vector<std::string>{"uniform", "zipf"};
   Memcpy<Space> bound;
   auto const started = clock_type::now();
   for (auto d : ds)
     for (auto v : vs)
       for (auto t : ts)
         for (auto const& dist : dists) {
-          auto const ids_h = dist == "zipf" ? kembed::synthetic::zipf_ids(v, t, 1.1, 1) : kembed::synthetic::uniform_ids(v, t, 1);
+          auto const ids_h =
+              dist == "zipf" ? kembed::synthetic::zipf_ids(v, t, 1.1, 1) : kembed::synthetic::uniform_ids(v, t, 1);
           typename Layer::ids64_type ids = Kokkos::create_mirror_view_and_copy(
               typename Space::memory_space(),
               Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(ids_h.data(), t));
           typename Layer::matrix_type dy("dy", t, d), y("y", t, d), grad("grad", v, d), table("table", v, d);
-          Kokkos::parallel_for("fill", Kokkos::RangePolicy<Space>(space, 0, t), KOKKOS_LAMBDA(std::int64_t p) {
-            for (std::int64_t c = 0; c < d; ++c) dy(p, c) = float((p * 7 + c * 13) % 1024) / 1024.0f - 0.5f;
-          });
-          Kokkos::parallel_for("fill", Kokkos::RangePolicy<Space>(space, 0, v), KOKKOS_LAMBDA(std::int64_t r) {
-            for (std::int64_t c = 0; c < d; ++c) table(r, c) = float((r * 3 + c) % 512) / 512.0f;
-          });
+          Kokkos::parallel_for(
+              "fill", Kokkos::RangePolicy<Space>(space, 0, t), KOKKOS_LAMBDA(std::int64_t p) {
+                for (std::int64_t c = 0; c < d; ++c) dy(p, c) = float((p * 7 + c * 13) % 1024) / 1024.0f - 0.5f;
+              });
+          Kokkos::parallel_for(
+              "fill", Kokkos::RangePolicy<Space>(space, 0, v), KOKKOS_LAMBDA(std::int64_t r) {
+                for (std::int64_t c = 0; c < d; ++c) table(r, c) = float((r * 3 + c) % 512) / 512.0f;
+              });
           space.fence();
           double const fwd_bytes = 2.0 * double(t) * double(d) * 4;
           double const bwd_bytes = double(t) * 8 + double(t) * double(d) * 4 + double(v) * double(d) * 4;
@@ -139,18 +146,20 @@ int grid(bool quick, std::string const& csv) {
             kembed::Mode mode;
             kembed::Plan plan;
           };
-          for (auto c : {Case{kembed::Mode::identical, kembed::Plan::scan}, Case{kembed::Mode::identical, kembed::Plan::sort},
-                         Case{kembed::Mode::identical, kembed::Plan::automatic},
-                         Case{kembed::Mode::deterministic, kembed::Plan::automatic},
-                         Case{kembed::Mode::fast, kembed::Plan::automatic}}) {
+          for (auto c :
+               {Case{kembed::Mode::identical, kembed::Plan::scan}, Case{kembed::Mode::identical, kembed::Plan::sort},
+                Case{kembed::Mode::identical, kembed::Plan::automatic},
+                Case{kembed::Mode::deterministic, kembed::Plan::automatic},
+                Case{kembed::Mode::fast, kembed::Plan::automatic}}) {
             kembed::Options o;
             o.mode = c.mode;
             o.plan = c.plan;
             auto const l = Layer::from_pretrained(space, table, o);
             row.mode = std::string(kembed::to_string(c.mode));
             row.plan = std::string(kembed::to_string(c.plan));
-            row.plan_used = c.mode == kembed::Mode::identical ? std::string(kembed::to_string(l.plan_for(t)))
-                            : c.mode == kembed::Mode::deterministic ? "sort" : "atomic";
+            row.plan_used = c.mode == kembed::Mode::identical       ? std::string(kembed::to_string(l.plan_for(t)))
+                            : c.mode == kembed::Mode::deterministic ? "sort"
+                                                                    : "atomic";
             row.seconds = best_seconds([&] {
               l.backward(space, ids, dy, grad);
               space.fence();
@@ -161,7 +170,8 @@ int grid(bool quick, std::string const& csv) {
               auto const sha = kembed::io::sha256_hex(g.data(), g.size() * sizeof(float));
               if (reference.empty()) reference = sha;
               if (sha != reference) {
-                std::fprintf(stderr, "kembed-bench: plan %s gave other bits at V=%lld d=%lld T=%lld\n", row.plan.c_str(), v, d, t);
+                std::fprintf(stderr, "kembed-bench: plan %s gave other bits at V=%lld d=%lld T=%lld\n",
+                             row.plan.c_str(), v, d, t);
                 return 1;
               }
             }
@@ -195,7 +205,8 @@ int inputs(std::string const& dir, long long v, long long d, long long t) {
   auto const dy_h = read_raw<float>(dir + "/dy.f32", std::size_t(t * d));
   auto const table_h = read_raw<float>(dir + "/table.f32", std::size_t(v * d));
   typename Layer::ids64_type ids = Kokkos::create_mirror_view_and_copy(
-      typename Space::memory_space(), Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(ids_h.data(), t));
+      typename Space::memory_space(),
+      Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(ids_h.data(), t));
   typename Layer::const_matrix_type dy = Kokkos::create_mirror_view_and_copy(
       typename Space::memory_space(),
       Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(dy_h.data(), t, d));
@@ -211,10 +222,12 @@ int inputs(std::string const& dir, long long v, long long d, long long t) {
   });
   auto const yh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
   auto const gh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
-  std::printf("{\"backend\": \"%s\", \"threads\": %d, \"forward_seconds\": %.6g, \"backward_seconds\": %.6g, "
-              "\"plan_used\": \"%s\", \"y_sha256\": \"%s\", \"grad_sha256\": \"%s\"}\n",
-              Space::name(), int(space.concurrency()), fwd, bwd, std::string(kembed::to_string(layer.plan_for(t))).c_str(),
-              kembed::io::sha256_hex(yh.data(), yh.size() * 4).c_str(), kembed::io::sha256_hex(gh.data(), gh.size() * 4).c_str());
+  std::printf(
+      "{\"backend\": \"%s\", \"threads\": %d, \"forward_seconds\": %.6g, \"backward_seconds\": %.6g, "
+      "\"plan_used\": \"%s\", \"y_sha256\": \"%s\", \"grad_sha256\": \"%s\"}\n",
+      Space::name(), int(space.concurrency()), fwd, bwd, std::string(kembed::to_string(layer.plan_for(t))).c_str(),
+      kembed::io::sha256_hex(yh.data(), yh.size() * 4).c_str(),
+      kembed::io::sha256_hex(gh.data(), gh.size() * 4).c_str());
   return 0;
 }
 
@@ -228,17 +241,26 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string const a = argv[i];
     auto value = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
-    if (a == "--backend") backend = value();
-    else if (a == "--threads") threads = std::stoi(value());
-    else if (a == "--quick") quick = true;
-    else if (a == "--csv") csv = value();
-    else if (a == "--inputs") dir = value();
-    else if (a == "--rows") v = std::stoll(value());
-    else if (a == "--dim") d = std::stoll(value());
-    else if (a == "--positions") t = std::stoll(value());
+    if (a == "--backend")
+      backend = value();
+    else if (a == "--threads")
+      threads = std::stoi(value());
+    else if (a == "--quick")
+      quick = true;
+    else if (a == "--csv")
+      csv = value();
+    else if (a == "--inputs")
+      dir = value();
+    else if (a == "--rows")
+      v = std::stoll(value());
+    else if (a == "--dim")
+      d = std::stoll(value());
+    else if (a == "--positions")
+      t = std::stoll(value());
     else {
-      std::fprintf(stderr, "usage: kembed-bench [--backend serial|openmp] [--threads N] [--quick] [--csv FILE]\n"
-                           "       kembed-bench --inputs DIR --rows V --dim d --positions T [--backend ...]\n");
+      std::fprintf(stderr,
+                   "usage: kembed-bench [--backend serial|openmp] [--threads N] [--quick] [--csv FILE]\n"
+                   "       kembed-bench --inputs DIR --rows V --dim d --positions T [--backend ...]\n");
       return 2;
     }
   }

@@ -53,10 +53,13 @@ def main():
     p.add_argument("--quick", action="store_true")
     p.add_argument("--csv", default="bench/results/torch.csv")
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--rows", type=int, nargs="+", help="V values (default: the grid's)")
+    p.add_argument("--dims", type=int, nargs="+", help="d values")
+    p.add_argument("--positions", type=int, nargs="+", help="T values")
     a = p.parse_args()
-    vs = [100000, 1000000] if a.quick else [1000, 100000, 1000000]
-    ds = [16, 128] if a.quick else [16, 64, 128, 512]
-    ts = [100000, 1000000] if a.quick else [1000, 100000, 1000000]
+    vs = a.rows or ([100000, 1000000] if a.quick else [1000, 100000, 1000000])
+    ds = a.dims or ([16, 128] if a.quick else [16, 64, 128, 512])
+    ts = a.positions or ([100000, 1000000] if a.quick else [1000, 100000, 1000000])
     dists = ["zipf"] if a.quick else ["uniform", "zipf"]
     work = pathlib.Path("/dev/shm/kembed-bench-torch")
     work.mkdir(parents=True, exist_ok=True)

@@ -297,8 +297,8 @@ class Embedding {
       saw_non_finite = detail::backward_fast(space, ids, dy, carry, grad, counts, pad);
     } else if ((config_.mode == Mode::identical ? plan_for(space, t) : Plan::sort) == Plan::scan) {
       detail::ScopedRegion region("kembed::backward[identical,scan]");
-      auto const blocks = concurrency < v ? concurrency : v;
-      saw_non_finite = detail::backward_scan(space, ids, dy, carry, grad, counts, pad, blocks < 1 ? 1 : blocks);
+      saw_non_finite = detail::backward_scan(space, ids, dy, carry, grad, counts, pad,
+                                             detail::scan_split(concurrency < 1 ? 1 : concurrency, v, d));
     } else {
       detail::ScopedRegion region(config_.mode == Mode::identical ? "kembed::backward[identical,sort]"
                                                                   : "kembed::backward[deterministic,sort]");
