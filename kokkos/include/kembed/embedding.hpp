@@ -103,7 +103,7 @@ class Embedding {
   // The plan that runs for T positions (`auto` resolved). Measured with
   // bench/kembed_bench.cpp on 2 cores (docs/PERFORMANCE.md): on host backends with
   // up to 4 threads the scan, which reads the ids once per thread but dy and the
-  // gradient once, beat the sort at 65 of 72 grid points, so `auto` takes it there; on
+  // gradient once, beat the sort at 58-65 of 72 grid points, so `auto` takes it there; on
   // more host threads the contract's V * T rule stands until measured; a device
   // backend always sorts (the scan reads the ids once per block).
   Plan plan_for(std::int64_t positions) const { return plan_for(space_, positions); }
