@@ -1,4 +1,3 @@
-#include "atomic_file.hpp"
 #include "common.hpp"
 
 #include <kembed/io/error.hpp>
@@ -93,12 +92,9 @@ void write_run(std::string const& path, RunFile const& run, SaveOptions const& o
   }
   auto const sha = gradient_sha256(run.gradient);
   h5::Quiet quiet;
-  AtomicFile out(path);
   try {
-    h5::Handle fapl = h5::compatible_fapl();
-    h5::Handle fcpl = h5::reproducible_fcpl();
-    h5::Handle file = h5::file(H5Fcreate(out.temp_path().c_str(), H5F_ACC_TRUNC, fcpl, fapl));
-    if (!file.valid()) throw std::runtime_error("cannot create it: " + h5::error_text());
+    detail::StreamingFile out(path);
+    hid_t const file = out.root();
     h5::write_string(file, "format", run_format);
     h5::write_string(file, "kembed_version", KEMBED_VERSION_STRING);
     h5::write_string(file, "run_id", run.run_id);
@@ -132,11 +128,12 @@ void write_run(std::string const& path, RunFile const& run, SaveOptions const& o
       h5::write_string_dataset(provenance, "command_line", run.command_line_json);
       h5::write_string_dataset(provenance, "configuration", run.configuration_json);
     }
-    if (!file.close()) throw std::runtime_error("closing (flushing) it failed: " + h5::error_text());
+    out.commit();
+  } catch (IoFailure const&) {
+    throw;
   } catch (std::runtime_error const& e) {
     throw IoFailure(path, std::string("writing the run failed, the file is unchanged: ") + e.what());
   }
-  out.commit();
 }
 
 RunFile read_run(std::string const& path, bool with_gradient, bool verify) {

@@ -1,4 +1,3 @@
-#include "atomic_file.hpp"
 #include "common.hpp"
 
 #include <kembed/core/validate.hpp>
@@ -70,12 +69,9 @@ void save_table(std::string const& path, float const* weight, Config const& conf
   if (bad < n) throw_non_finite("weight", bad, weight[bad], checked.embedding_dim, "row");
 
   h5::Quiet quiet;
-  AtomicFile out(path);
   try {
-    h5::Handle fapl = h5::compatible_fapl();
-    h5::Handle fcpl = h5::reproducible_fcpl();
-    h5::Handle file = h5::file(H5Fcreate(out.temp_path().c_str(), H5F_ACC_TRUNC, fcpl, fapl));
-    if (!file.valid()) throw std::runtime_error("cannot create it: " + h5::error_text());
+    detail::StreamingFile out(path);
+    hid_t const file = out.root();
     h5::write_string(file, "format", table_format);
     h5::write_string(file, "kembed_version", KEMBED_VERSION_STRING);
     h5::write_string(file, "created_by", options.created_by.empty() ? detail::own_command_line() : options.created_by);
@@ -86,11 +82,12 @@ void save_table(std::string const& path, float const* weight, Config const& conf
     h5::write_string(file, "numeric_mode", std::string(to_string(checked.mode)));
     detail::write_matrix(file, "weight", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, weight, checked.num_embeddings,
                          checked.embedding_dim, options);
-    if (!file.close()) throw std::runtime_error("closing (flushing) it failed: " + h5::error_text());
+    out.commit();
+  } catch (IoFailure const&) {
+    throw;
   } catch (std::runtime_error const& e) {
     throw IoFailure(path, std::string("saving failed, the file is unchanged: ") + e.what());
   }
-  out.commit();
 }
 
 TableFile load_table(std::string const& path) {
