@@ -5,6 +5,7 @@
 #include <kembed/core/shape.hpp>
 #include <kembed/core/validate.hpp>
 #include <kembed/io/error.hpp>
+#include <kembed/version.hpp>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -316,6 +317,13 @@ std::int64_t required_int64(hid_t obj, std::string const& path, char const* name
 
 std::string required_string(hid_t obj, std::string const& path, char const* name) {
   return required(path, name, [&] { return h5::read_string(obj, name); });
+}
+
+void write_identity(hid_t root, char const* format, SaveOptions const* created_by) {
+  h5::write_string(root, "format", format);
+  h5::write_string(root, "kembed_version", KEMBED_VERSION_STRING);
+  if (created_by)
+    h5::write_string(root, "created_by", created_by->created_by.empty() ? own_command_line() : created_by->created_by);
 }
 
 std::string own_command_line() {

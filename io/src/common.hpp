@@ -3,6 +3,7 @@
 // checked 2-D float dataset, and its chunked, checksummed writing.
 #include "h5.hpp"
 
+#include <kembed/io/error.hpp>
 #include <kembed/io/table_file.hpp>
 
 #include <cstdint>
@@ -67,6 +68,26 @@ std::int64_t required_int64(hid_t obj, std::string const& path, char const* name
 std::string required_string(hid_t obj, std::string const& path, char const* name);
 
 std::string utc_now_iso8601();
+
+// The attributes every kembed file starts with: its format tag and the kembed that
+// wrote it, and (where `created_by` is not null) the creating command, which is this
+// process's command line unless the caller gave one.
+void write_identity(hid_t root, char const* format, SaveOptions const* created_by = nullptr);
+
+// Runs a step of writing `path` with HDF5's printing off; an HDF5 failure becomes an
+// IoFailure "<what>: <HDF5's words>", and an IoFailure (a failed fsync or rename)
+// passes through as it is.
+template <class Step>
+void writing(std::string const& path, std::string const& what, Step&& step) {
+  h5::Quiet quiet;
+  try {
+    step();
+  } catch (IoFailure const&) {
+    throw;
+  } catch (std::runtime_error const& e) {
+    throw IoFailure(path, what + ": " + e.what());
+  }
+}
 // This process's command line, arguments joined by spaces ("" where unknown).
 std::string own_command_line();
 

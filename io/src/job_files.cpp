@@ -3,7 +3,6 @@
 #include <kembed/core/validate.hpp>
 #include <kembed/io/error.hpp>
 #include <kembed/io/job_files.hpp>
-#include <kembed/version.hpp>
 
 #include <cmath>
 #include <stdexcept>
@@ -84,45 +83,32 @@ struct BatchWriter::Impl {
 
 BatchWriter::BatchWriter(std::string const& path, std::int64_t positions, std::int64_t dim, BatchMeta const& meta,
                          SaveOptions const& options) {
-  h5::Quiet quiet;
   if (positions < 1 || dim < 1)
     throw InvalidArgument("batch", "a batch needs positions >= 1 and dim >= 1, got " + std::to_string(positions) +
                                        " and " + std::to_string(dim));
-  try {
+  detail::writing(path, "writing the batch failed", [&] {
     impl_ = std::make_unique<Impl>(path);
     auto root = impl_->file.root();
-    h5::write_string(root, "format", batch_format);
-    h5::write_string(root, "kembed_version", KEMBED_VERSION_STRING);
-    h5::write_string(root, "created_by", options.created_by.empty() ? detail::own_command_line() : options.created_by);
+    detail::write_identity(root, batch_format, &options);
     h5::write_int64(root, "num_embeddings", meta.num_embeddings);
     h5::write_string(root, "source", meta.source);
     h5::write_int64(root, "seed", static_cast<std::int64_t>(meta.seed));
     impl_->file.create("ids", H5T_STD_I64LE, positions, 0, options);
     impl_->file.create("dy", H5T_IEEE_F32LE, positions, dim, options);
-  } catch (std::runtime_error const& e) {
-    throw IoFailure(path, std::string("writing the batch failed: ") + e.what());
-  }
+  });
 }
 
 BatchWriter::~BatchWriter() = default;
 
 void BatchWriter::write(std::int64_t first, std::int64_t count, std::int64_t const* ids, float const* dy) {
-  h5::Quiet quiet;
-  try {
+  detail::writing(impl_->path, "writing the batch failed, nothing was saved", [&] {
     impl_->file.write_rows("ids", H5T_NATIVE_INT64, first, count, ids);
     impl_->file.write_rows("dy", H5T_NATIVE_FLOAT, first, count, dy);
-  } catch (std::runtime_error const& e) {
-    throw IoFailure(impl_->path, std::string("writing the batch failed, nothing was saved: ") + e.what());
-  }
+  });
 }
 
 void BatchWriter::commit() {
-  h5::Quiet quiet;
-  try {
-    impl_->file.commit();
-  } catch (std::runtime_error const& e) {
-    throw IoFailure(impl_->path, std::string("writing the batch failed, nothing was saved: ") + e.what());
-  }
+  detail::writing(impl_->path, "writing the batch failed, nothing was saved", [&] { impl_->file.commit(); });
 }
 
 // ---- forward outputs --------------------------------------------------------------
@@ -136,50 +122,34 @@ struct ForwardWriter::Impl {
 ForwardWriter::ForwardWriter(std::string const& path, std::int64_t positions, std::int64_t dim,
                              std::string const& table_sha256, std::string const& ids_sha256,
                              SaveOptions const& options) {
-  h5::Quiet quiet;
-  try {
+  detail::writing(path, "writing the output failed", [&] {
     impl_ = std::make_unique<Impl>(path);
     auto root = impl_->file.root();
-    h5::write_string(root, "format", forward_format);
-    h5::write_string(root, "kembed_version", KEMBED_VERSION_STRING);
-    h5::write_string(root, "created_by", options.created_by.empty() ? detail::own_command_line() : options.created_by);
+    detail::write_identity(root, forward_format, &options);
     h5::write_string(root, "table_sha256", table_sha256);
     h5::write_string(root, "ids_sha256", ids_sha256);
     impl_->file.create("y", H5T_IEEE_F32LE, positions, dim, options);
-  } catch (std::runtime_error const& e) {
-    throw IoFailure(path, std::string("writing the output failed: ") + e.what());
-  }
+  });
 }
 
 ForwardWriter::~ForwardWriter() = default;
 
 void ForwardWriter::write(std::int64_t first, std::int64_t count, float const* y) {
-  h5::Quiet quiet;
-  try {
-    impl_->file.write_rows("y", H5T_NATIVE_FLOAT, first, count, y);
-  } catch (std::runtime_error const& e) {
-    throw IoFailure(impl_->path, std::string("writing the output failed, nothing was saved: ") + e.what());
-  }
+  detail::writing(impl_->path, "writing the output failed, nothing was saved",
+                  [&] { impl_->file.write_rows("y", H5T_NATIVE_FLOAT, first, count, y); });
 }
 
 void ForwardWriter::commit() {
-  h5::Quiet quiet;
-  try {
-    impl_->file.commit();
-  } catch (std::runtime_error const& e) {
-    throw IoFailure(impl_->path, std::string("writing the output failed, nothing was saved: ") + e.what());
-  }
+  detail::writing(impl_->path, "writing the output failed, nothing was saved", [&] { impl_->file.commit(); });
 }
 
 // ---- checkpoints ------------------------------------------------------------------
 
 void write_checkpoint(std::string const& path, Checkpoint const& c) {
-  h5::Quiet quiet;
-  try {
+  detail::writing(path, "writing the checkpoint failed, the previous one stays", [&] {
     detail::StreamingFile file(path);
     auto root = file.root();
-    h5::write_string(root, "format", checkpoint_format);
-    h5::write_string(root, "kembed_version", KEMBED_VERSION_STRING);
+    detail::write_identity(root, checkpoint_format);
     h5::write_int64(root, "position", c.position);
     h5::write_int64(root, "microbatches", c.microbatches);
     h5::write_int64(root, "microbatch_size", c.microbatch_size);
@@ -197,9 +167,7 @@ void write_checkpoint(std::string const& path, Checkpoint const& c) {
     file.create("counts", H5T_STD_I64LE, c.rows, 0, plain);
     file.write_rows("counts", H5T_NATIVE_INT64, 0, c.rows, c.counts.data());
     file.commit();
-  } catch (std::runtime_error const& e) {
-    throw IoFailure(path, std::string("writing the checkpoint failed, the previous one stays: ") + e.what());
-  }
+  });
 }
 
 Checkpoint read_checkpoint(std::string const& path) {

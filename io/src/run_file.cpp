@@ -3,7 +3,6 @@
 #include <kembed/io/error.hpp>
 #include <kembed/io/run_file.hpp>
 #include <kembed/io/sha256.hpp>
-#include <kembed/version.hpp>
 
 #include <cstdio>
 #include <stdexcept>
@@ -91,12 +90,10 @@ void write_run(std::string const& path, RunFile const& run, SaveOptions const& o
                                      std::to_string(run.rows) + ", " + std::to_string(run.cols) + ")");
   }
   auto const sha = gradient_sha256(run.gradient);
-  h5::Quiet quiet;
-  try {
+  detail::writing(path, "writing the run failed, the file is unchanged", [&] {
     detail::StreamingFile out(path);
     hid_t const file = out.root();
-    h5::write_string(file, "format", run_format);
-    h5::write_string(file, "kembed_version", KEMBED_VERSION_STRING);
+    detail::write_identity(file, run_format);
     h5::write_string(file, "run_id", run.run_id);
     h5::write_string(file, "created", run.created.empty() ? detail::utc_now_iso8601() : run.created);
     h5::write_string(file, "backend", run.backend);
@@ -129,11 +126,7 @@ void write_run(std::string const& path, RunFile const& run, SaveOptions const& o
       h5::write_string_dataset(provenance, "configuration", run.configuration_json);
     }
     out.commit();
-  } catch (IoFailure const&) {
-    throw;
-  } catch (std::runtime_error const& e) {
-    throw IoFailure(path, std::string("writing the run failed, the file is unchanged: ") + e.what());
-  }
+  });
 }
 
 RunFile read_run(std::string const& path, bool with_gradient, bool verify) {

@@ -3,7 +3,6 @@
 #include <kembed/core/validate.hpp>
 #include <kembed/io/error.hpp>
 #include <kembed/io/table_file.hpp>
-#include <kembed/version.hpp>
 
 #include <stdexcept>
 
@@ -68,13 +67,10 @@ void save_table(std::string const& path, float const* weight, Config const& conf
   auto const bad = first_non_finite(weight, n);
   if (bad < n) throw_non_finite("weight", bad, weight[bad], checked.embedding_dim, "row");
 
-  h5::Quiet quiet;
-  try {
+  detail::writing(path, "saving failed, the file is unchanged", [&] {
     detail::StreamingFile out(path);
     hid_t const file = out.root();
-    h5::write_string(file, "format", table_format);
-    h5::write_string(file, "kembed_version", KEMBED_VERSION_STRING);
-    h5::write_string(file, "created_by", options.created_by.empty() ? detail::own_command_line() : options.created_by);
+    detail::write_identity(file, table_format, &options);
     h5::write_int64(file, "num_embeddings", checked.num_embeddings);
     h5::write_int64(file, "embedding_dim", checked.embedding_dim);
     h5::write_int64(file, "padding_idx", checked.padding_idx);
@@ -83,11 +79,7 @@ void save_table(std::string const& path, float const* weight, Config const& conf
     detail::write_matrix(file, "weight", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, weight, checked.num_embeddings,
                          checked.embedding_dim, options);
     out.commit();
-  } catch (IoFailure const&) {
-    throw;
-  } catch (std::runtime_error const& e) {
-    throw IoFailure(path, std::string("saving failed, the file is unchanged: ") + e.what());
-  }
+  });
 }
 
 TableFile load_table(std::string const& path) {
