@@ -148,6 +148,7 @@ int grid(bool quick, std::string const& csv) {
           };
           for (auto c :
                {Case{kembed::Mode::identical, kembed::Plan::scan}, Case{kembed::Mode::identical, kembed::Plan::sort},
+                Case{kembed::Mode::identical, kembed::Plan::bucket},
                 Case{kembed::Mode::identical, kembed::Plan::automatic},
                 Case{kembed::Mode::deterministic, kembed::Plan::automatic},
                 Case{kembed::Mode::fast, kembed::Plan::automatic}}) {

@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   backward->add_option("--out", bw.out, "Run file to write (kembed-run-1)")->required();
   backward->add_option("--microbatch", bw.microbatch, "Positions per backward call; the bits do not depend on it")
       ->capture_default_str();
-  backward->add_option("--plan", bw.plan, "scan, sort or auto (default: the table file's)");
+  backward->add_option("--plan", bw.plan, "scan, sort, bucket or auto (default: the table file's)");
   backward->add_option("--mode", bw.mode, "identical, deterministic or fast (default: the table file's)");
   backward->add_option("--padding-idx", bw.padding_idx,
                        "Padding row, negative from the end (default: the table file's)");

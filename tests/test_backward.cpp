@@ -24,7 +24,7 @@ inline void PrintTo(Plan plan, std::ostream* os) {
 }
 namespace {
 
-constexpr Plan all_plans[] = {Plan::scan, Plan::sort, Plan::automatic};
+constexpr Plan all_plans[] = {Plan::scan, Plan::sort, Plan::bucket, Plan::automatic};
 
 class Catalogue : public ::testing::TestWithParam<Batch> {};
 

@@ -48,11 +48,13 @@ TEST(Shape, NumelAndOverflow) {
 TEST(Options, ParseAndPrint) {
   EXPECT_EQ(parse_plan("scan"), Plan::scan);
   EXPECT_EQ(parse_plan("sort"), Plan::sort);
+  EXPECT_EQ(parse_plan("bucket"), Plan::bucket);
+  EXPECT_EQ(to_string(Plan::bucket), "bucket");
   EXPECT_EQ(parse_plan("auto"), Plan::automatic);
   EXPECT_EQ(parse_mode("deterministic"), Mode::deterministic);
   EXPECT_EQ(to_string(Plan::automatic), "auto");
   auto msg = message_of<InvalidArgument>([] { parse_plan("fastest"); });
-  EXPECT_NE(msg.find("plan must be 'auto', 'scan' or 'sort', got 'fastest'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("plan must be 'auto', 'scan', 'sort' or 'bucket', got 'fastest'"), std::string::npos) << msg;
   msg = message_of<InvalidArgument>([] { parse_mode("exact"); });
   EXPECT_NE(msg.find("got 'exact'"), std::string::npos) << msg;
 }

@@ -21,7 +21,7 @@ TEST(CrossBackend, SerialAndOpenMPGiveTheSameBytes) {
   auto const ids = synthetic::zipf_ids(v, t, 1.1, 31);
   auto const dy = synthetic::uniform_floats(t * d, 32);
   for (auto mode : {Mode::identical, Mode::deterministic})
-    for (auto plan : {Plan::scan, Plan::sort, Plan::automatic}) {
+    for (auto plan : {Plan::scan, Plan::sort, Plan::bucket, Plan::automatic}) {
       Options o;
       o.mode = mode;
       o.plan = plan;

@@ -89,7 +89,7 @@ TEST_F(Io, TableRoundTripsEverySettingBitForBit) {
   auto const w = special_table(v, d);
   int k = 0;
   for (auto pad : {std::optional<std::int64_t>{}, std::optional<std::int64_t>{0}, std::optional<std::int64_t>{-1}})
-    for (auto plan : {Plan::scan, Plan::sort, Plan::automatic})
+    for (auto plan : {Plan::scan, Plan::sort, Plan::bucket, Plan::automatic})
       for (auto mode : {Mode::identical, Mode::deterministic, Mode::fast})
         for (bool deflate : {false, true}) {
           auto const c = config(v, d, pad, plan, mode);
@@ -401,7 +401,7 @@ TEST_F(Io, EveryBadFileIsRefusedByName) {
        "has shape (20, 3) but the file's attributes say (21, 3)", "/weight"},
       {"invalid setting",
        [](std::string const& p) { write_table_with(p, [](hid_t f) { set_string_attr(f, "plan", "fastest"); }); },
-       "its settings are invalid: plan must be 'auto', 'scan' or 'sort', got 'fastest'"},
+       "its settings are invalid: plan must be 'auto', 'scan', 'sort' or 'bucket', got 'fastest'"},
       {"padding_idx out of range",
        [](std::string const& p) { write_table_with(p, [](hid_t f) { set_int_attr(f, "padding_idx", 20); }); },
        "padding_idx must be within [-20, 20), got 20"},

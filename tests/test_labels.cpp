@@ -52,7 +52,7 @@ TEST_F(Labels, KernelsAndRegionsAreNamedKembed) {
   auto const ids = synthetic::zipf_ids(v, t, 1.1, 1);
   auto const dy = synthetic::uniform_floats(t * d, 2);
   for (auto mode : {Mode::identical, Mode::deterministic, Mode::fast})
-    for (auto plan : {Plan::scan, Plan::sort}) {
+    for (auto plan : {Plan::scan, Plan::sort, Plan::bucket}) {
       Options o;
       o.mode = mode;
       o.plan = plan;
@@ -70,9 +70,12 @@ TEST_F(Labels, KernelsAndRegionsAreNamedKembed) {
   for (char const* want :
        {"kembed::forward", "kembed::check_ids", "kembed::check_finite", "kembed::backward_scan",
         "kembed::backward_sort::histogram", "kembed::backward_sort::offsets", "kembed::backward_sort::scatter",
-        "kembed::backward_fold", "kembed::backward_fold_pairwise", "kembed::backward_fast", "kembed::counts"})
+        "kembed::backward_bucket::histogram", "kembed::backward_bucket::offsets", "kembed::backward_bucket::scatter",
+        "kembed::backward_bucket::busiest", "kembed::backward_bucket::fold", "kembed::backward_fold",
+        "kembed::backward_fold_pairwise", "kembed::backward_fast", "kembed::counts"})
     EXPECT_EQ(kernels().count(want), 1u) << "kernel never seen: " << want;
   for (char const* want : {"kembed::forward", "kembed::backward[identical,scan]", "kembed::backward[identical,sort]",
+                           "kembed::backward[identical,bucket]",
                            "kembed::backward[deterministic,sort]", "kembed::backward[fast]", "kembed::counts"})
     EXPECT_EQ(regions().count(want), 1u) << "region never seen: " << want;
 }

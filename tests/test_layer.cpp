@@ -49,6 +49,49 @@ TEST(Forward, GathersRowsBitForBitFromInt32AndInt64Ids) {
   EXPECT_EQ(test::bits_of(layer.forward(IdsRef(ids64))[3]), 0x80000000u);
 }
 
+// The host's streaming-store path runs only for outputs of 128 MiB and more: here
+// it is forced on small outputs, with rows that are and are not 16-byte aligned.
+TEST(Forward, StreamingStoresGiveTheSameBits) {
+  for (std::int64_t d : {16, 17, 3}) {
+    std::int64_t const v = 300, t = 5000;
+    auto const table = test::table_for(v, d);
+    Layer layer(v, d, FloatsRef(table.data(), Shape{v, d}));
+    auto const ids = synthetic::zipf_ids(v, t, 1.1, 4);
+    auto const ids_d = Kokkos::create_mirror_view_and_copy(
+        typename Layer::memory_space(),
+        Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(ids.data(), t));
+    typename Layer::matrix_type y("y", t, d);
+    detail::forward(TEST_EXECSPACE(), ids_d, layer.weight(), y, /*stream_bytes=*/0);
+    auto const y_h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
+    std::vector<float> got(y_h.data(), y_h.data() + t * d);
+    EXPECT_TRUE(same_bits(got, reference::forward(table.data(), layer.config(), IdsRef(ids)))) << "d = " << d;
+  }
+}
+
+// `auto` as measured (docs/PERFORMANCE.md): on a host backend the bucket plan once
+// the gradient exceeds 2 MiB, else the scan up to 4 threads; a device sorts.
+TEST(Plans, AutoFollowsTheMeasuredRule) {
+  auto const plan_for = [](std::int64_t v, std::int64_t d) {
+    std::vector<float> table(static_cast<std::size_t>(v * d), 0.5f);
+    return Layer(v, d, FloatsRef(table.data(), Shape{v, d})).plan_for(1000);
+  };
+  bool const host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, Layer::memory_space>::accessible;
+  if (!host) {
+    EXPECT_EQ(plan_for(1000, 16), Plan::sort);
+    return;
+  }
+  EXPECT_EQ(plan_for((1 << 15) + 1, 16), Plan::bucket);  // 2 MiB and one row
+  EXPECT_EQ(plan_for(1000000, 16), Plan::bucket);
+  if (TEST_EXECSPACE().concurrency() <= 4) {
+    EXPECT_EQ(plan_for(1 << 15, 16), Plan::scan);  // exactly 2 MiB
+    EXPECT_EQ(plan_for(1000, 512), Plan::scan);    // 2 MB: the V = 1e3 points of the grid
+  }
+  Options o;
+  o.plan = Plan::sort;
+  std::vector<float> table(100 * 4, 0.5f);
+  EXPECT_EQ(Layer(100, 4, FloatsRef(table.data(), Shape{100, 4}), o).plan_for(1), Plan::sort);  // not auto
+}
+
 TEST(Ownership, TheLayerKeepsItsOwnCopy) {
   std::int64_t const v = 4, d = 3;
   auto table = test::table_for(v, d);
@@ -250,7 +293,7 @@ TEST(RefusalsInKernels, NonFiniteDyOnThePaddingRowIsFoundByEveryPath) {
   std::vector<float> dy(ids.size() * d, 0.5f);
   dy[3 * d + 2] = std::numeric_limits<float>::quiet_NaN();  // position 3, the padding row
   for (auto mode : {Mode::identical, Mode::deterministic, Mode::fast})
-    for (auto plan : {Plan::scan, Plan::sort}) {
+    for (auto plan : {Plan::scan, Plan::sort, Plan::bucket}) {
       Options o;
       o.padding_idx = 1;
       o.mode = mode;

@@ -68,7 +68,7 @@ TEST(TorchReference, EveryPlanEqualsTorchBitForBit) {
   ASSERT_EQ(cases.size(), 8u) << "tests/data/torch_reference.txt is missing or incomplete";
   for (auto const& c : cases) {
     auto const table = test::table_for(c.rows, c.dim);
-    for (auto plan : {Plan::scan, Plan::sort, Plan::automatic}) {
+    for (auto plan : {Plan::scan, Plan::sort, Plan::bucket, Plan::automatic}) {
       SCOPED_TRACE(c.name + ", plan " + std::string(to_string(plan)));
       Options o;
       o.padding_idx = c.padding;

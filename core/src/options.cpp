@@ -12,6 +12,8 @@ std::string_view to_string(Plan plan) noexcept {
       return "scan";
     case Plan::sort:
       return "sort";
+    case Plan::bucket:
+      return "bucket";
     case Plan::automatic:
       return "auto";
   }
@@ -31,9 +33,9 @@ std::string_view to_string(Mode mode) noexcept {
 }
 
 Plan parse_plan(std::string_view text) {
-  for (auto plan : {Plan::scan, Plan::sort, Plan::automatic})
+  for (auto plan : {Plan::scan, Plan::sort, Plan::bucket, Plan::automatic})
     if (text == to_string(plan)) return plan;
-  throw InvalidArgument("plan", "plan must be 'auto', 'scan' or 'sort', got '" + std::string(text) + "'");
+  throw InvalidArgument("plan", "plan must be 'auto', 'scan', 'sort' or 'bucket', got '" + std::string(text) + "'");
 }
 
 Mode parse_mode(std::string_view text) {

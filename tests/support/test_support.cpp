@@ -116,6 +116,13 @@ std::vector<Batch> catalogue() {
   out.push_back(make("d_130", 200, 130, zipf_ids(200, 5000, 1.1, 13), 113));
   out.push_back(make("t_much_larger_than_v", 3, 8, uniform_ids(3, 100000, 14), 114));
   out.push_back(make("v_much_larger_than_t", 200000, 4, uniform_ids(200000, 50, 15), 115));
+  {
+    // Plan `bucket` with many buckets (the last one short), hot buckets split into
+    // column tiles, and the padding row inside a bucket.
+    auto b = make("many_buckets_zipf_padding", 70001, 48, zipf_ids(70001, 60000, 1.1, 17), 117);
+    b.padding_idx = 5000;
+    out.push_back(std::move(b));
+  }
   // V * T = 2^26: `auto` takes the sort plan here.
   out.push_back(make("auto_picks_sort", 4096, 4, zipf_ids(4096, 16384, 1.1, 16), 116));
   return out;

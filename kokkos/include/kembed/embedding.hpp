@@ -11,6 +11,7 @@
 #include <kembed/core/error.hpp>
 #include <kembed/core/options.hpp>
 #include <kembed/core/validate.hpp>
+#include <kembed/detail/backward_bucket.hpp>
 #include <kembed/detail/backward_fast.hpp>
 #include <kembed/detail/backward_scan.hpp>
 #include <kembed/detail/checks.hpp>
@@ -101,19 +102,24 @@ class Embedding {
     return out;
   }
   // The plan that runs for T positions (`auto` resolved). Measured with
-  // bench/kembed_bench.cpp on 2 cores (docs/PERFORMANCE.md): on host backends with
-  // up to 4 threads the scan, which reads the ids once per thread but dy and the
-  // gradient once, beat the sort at 58-65 of 72 grid points, so `auto` takes it there; on
-  // more host threads the contract's V * T rule stands until measured; a device
-  // backend always sorts (the scan reads the ids once per block).
+  // bench/kembed_bench.cpp on 2 cores (docs/PERFORMANCE.md): on host backends the
+  // bucket plan wins once the gradient outgrows a core's cache (its updates stay in
+  // cache and each row is written once), and the scan, which reads the ids once per
+  // thread, wins below that; past 4 threads the contract's V * T rule stands for
+  // small tables until measured. A device backend sorts (the scan reads the ids
+  // once per block; the bucket plan is untuned there).
   Plan plan_for(std::int64_t positions) const { return plan_for(space_, positions); }
   // As above, for the execution space instance a call runs on.
   Plan plan_for(ExecutionSpace const& space, std::int64_t positions) const {
     if (config_.plan != Plan::automatic) return config_.plan;
     if (!host_memory) return Plan::sort;
+    if (config_.num_embeddings * config_.embedding_dim * std::int64_t(sizeof(float)) > auto_bucket_bytes)
+      return Plan::bucket;
     if (space.concurrency() <= 4) return Plan::scan;
     return resolve_plan(config_.plan, config_.num_embeddings, positions);
   }
+  // `auto` takes the bucket plan on host backends for gradients larger than this.
+  static constexpr std::int64_t auto_bucket_bytes = std::int64_t{2} << 20;
 
   // ---- forward: y[p, :] = weight[ids[p], :] ----------------------------------
   std::vector<float> forward(IdsRef const& ids) const {
@@ -291,14 +297,21 @@ class Embedding {
 
     auto const pad = config_.padding_idx;
     auto const concurrency = static_cast<std::int64_t>(space.concurrency());
+    // The identical plan; deterministic mode always sorts. Bucket entries pack the
+    // position in 40 bits: a larger batch (a terabyte of ids) sorts instead.
+    Plan plan = config_.mode == Mode::identical ? plan_for(space, t) : Plan::sort;
+    if (plan == Plan::bucket && t >= detail::bucket_max_positions) plan = Plan::sort;
     bool saw_non_finite = false;
     if (config_.mode == Mode::fast) {
       detail::ScopedRegion region("kembed::backward[fast]");
       saw_non_finite = detail::backward_fast(space, ids, dy, carry, grad, counts, pad);
-    } else if ((config_.mode == Mode::identical ? plan_for(space, t) : Plan::sort) == Plan::scan) {
+    } else if (plan == Plan::scan) {
       detail::ScopedRegion region("kembed::backward[identical,scan]");
       saw_non_finite = detail::backward_scan(space, ids, dy, carry, grad, counts, pad,
                                              detail::scan_split(concurrency < 1 ? 1 : concurrency, v, d));
+    } else if (plan == Plan::bucket) {
+      detail::ScopedRegion region("kembed::backward[identical,bucket]");
+      saw_non_finite = detail::backward_bucket(space, ids, dy, carry, grad, counts, pad);
     } else {
       detail::ScopedRegion region(config_.mode == Mode::identical ? "kembed::backward[identical,sort]"
                                                                   : "kembed::backward[deterministic,sort]");

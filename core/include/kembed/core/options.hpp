@@ -9,15 +9,16 @@
 namespace kembed {
 
 // How the identical backward groups each row's positions. A speed choice only:
-// every plan gives the same bits.
-enum class Plan { scan, sort, automatic };
+// every plan gives the same bits. `bucket` is kembed's addition to the contract's
+// two (docs/DESIGN.md).
+enum class Plan { scan, sort, bucket, automatic };
 // What the backward promises about its bits (docs/DESIGN.md).
 enum class Mode { identical, deterministic, fast };
 
 // `auto` picks `sort` when V * T reaches this, else `scan` (CONTRACT.md, Plans).
 inline constexpr std::int64_t auto_sort_threshold = std::int64_t{1} << 26;
 
-std::string_view to_string(Plan plan) noexcept;  // "scan", "sort", "auto"
+std::string_view to_string(Plan plan) noexcept;  // "scan", "sort", "bucket", "auto"
 std::string_view to_string(Mode mode) noexcept;  // "identical", "deterministic", "fast"
 Plan parse_plan(std::string_view text);          // throws InvalidArgument naming "plan"
 Mode parse_mode(std::string_view text);          // throws InvalidArgument naming "mode"

@@ -4,13 +4,47 @@
 
 namespace kembed::detail {
 
+// Outputs at least this large are written with streaming stores on the host.
+// Measured on 2 cores (docs/PERFORMANCE.md): streaming made 512 MB outputs 1.5-2x
+// faster, was even at 51 MB, and slower at 6-64 MB, which the cache still holds.
+inline constexpr std::int64_t forward_stream_bytes = std::int64_t{128} << 20;
+
 template <class ExecutionSpace, class IdView, class Table, class Out>
-void forward(ExecutionSpace const& space, IdView const& ids, Table const& weight, Out const& y) {
+void forward(ExecutionSpace const& space, IdView const& ids, Table const& weight, Out const& y,
+             std::int64_t stream_bytes = forward_stream_bytes) {
+  static_assert(std::is_same<typename Out::array_layout, Kokkos::LayoutRight>::value &&
+                    std::is_same<typename Table::array_layout, Kokkos::LayoutRight>::value,
+                "kembed::detail::forward copies whole rows: the table and y must be LayoutRight");
   std::int64_t const d = weight.extent(1);
+  std::int64_t const t = ids.extent(0);
+  if (!Tiles<ExecutionSpace>::host) {
+    Kokkos::parallel_for(
+        "kembed::forward", Range<ExecutionSpace>(space, 0, t), KOKKOS_LAMBDA(std::int64_t p) {
+          auto const r = static_cast<std::int64_t>(ids(p));
+          for (std::int64_t c = 0; c < d; ++c) y(p, c) = weight(r, c);
+        });
+    return;
+  }
+  // Host: blocks of positions; each fetches the row 8 positions ahead (the reads
+  // are random rows, which no hardware prefetcher predicts) and, for large
+  // outputs, streams its rows out and fences once per block.
+  constexpr std::int64_t block = 64, ahead = 8;
+  bool const stream = t * d * std::int64_t(sizeof(float)) >= stream_bytes;
   Kokkos::parallel_for(
-      "kembed::forward", Range<ExecutionSpace>(space, 0, ids.extent(0)), KOKKOS_LAMBDA(std::int64_t p) {
-        auto const r = static_cast<std::int64_t>(ids(p));
-        for (std::int64_t c = 0; c < d; ++c) y(p, c) = weight(r, c);
+      "kembed::forward", Range<ExecutionSpace>(space, 0, (t + block - 1) / block), KOKKOS_LAMBDA(std::int64_t b) {
+        std::int64_t const end = (b + 1) * block < t ? (b + 1) * block : t;
+        for (std::int64_t p = b * block; p < end; ++p) {
+          if (p + ahead < t) {
+            auto const next = static_cast<std::int64_t>(ids(p + ahead));
+            for (std::int64_t c = 0; c < d; c += 16) prefetch(&weight(next, c));
+          }
+          auto const r = static_cast<std::int64_t>(ids(p));
+          if (stream)
+            stream_copy(&y(p, 0), &weight(r, 0), d);
+          else
+            for (std::int64_t c = 0; c < d; ++c) y(p, c) = weight(r, c);
+        }
+        if (stream) stream_fence();
       });
 }
 
