@@ -26,7 +26,7 @@ void usage(FILE* out) {
   std::fprintf(out,
                "usage: kembed-demo [--rows V] [--dim d] [--positions T] [--zipf s] [--seed N] [--repeat R]\n"
                "  Generates T Zipf(s)-distributed ids over V rows and dy values from the seed, then runs\n"
-               "  forward and backward with every plan (scan, sort, auto) and mode, best of R runs each.\n"
+               "  forward and backward with every plan (scan, sort, bucket, auto) and mode, best of R runs each.\n"
                "  Defaults: V=100000 d=64 T=1000000 s=1.1 seed=42 R=3. Kokkos flags (--kokkos-threads=N)\n"
                "  and OMP_NUM_THREADS pick the backend's threads.\n");
 }
@@ -131,6 +131,7 @@ int run(Args const& a) {
   };
   Case const cases[] = {{kembed::Mode::identical, kembed::Plan::scan},
                         {kembed::Mode::identical, kembed::Plan::sort},
+                        {kembed::Mode::identical, kembed::Plan::bucket},
                         {kembed::Mode::identical, kembed::Plan::automatic},
                         {kembed::Mode::deterministic, kembed::Plan::automatic},
                         {kembed::Mode::fast, kembed::Plan::automatic}};

@@ -4,11 +4,13 @@ same inputs, in one run: bits compared (SHA-256), times as ratios. Not run in CI
 (torch's wheel is several GB); needs torch and numpy:
 
     python3 -m venv /tmp/torchenv && /tmp/torchenv/bin/pip install torch numpy
-    OMP_WAIT_POLICY=passive /tmp/torchenv/bin/python scripts/bench_torch.py build/openmp/bench/kembed-bench [--quick]
+    /tmp/torchenv/bin/python scripts/bench_torch.py build/openmp/bench/kembed-bench [--quick]
 
 Inputs are drawn here (numpy), written as raw files to /dev/shm, and timed by
 `kembed-bench --inputs` (mode identical, plan auto, best of several runs) at the
-same thread count that torch is given.
+same thread count that torch is given. Both run with the OpenMP runtime's default
+wait policy (an earlier version ran with OMP_WAIT_POLICY=passive, which put a thread
+wake-up of 40-80 us on each of kembed's kernel launches at T = 1e3).
 """
 import argparse
 import csv
@@ -82,7 +84,9 @@ def main():
                     for threads in a.threads:
                         cmd = [a.bench, "--inputs", str(work), "--rows", str(v), "--dim", str(d), "--positions", str(t),
                                "--backend", "openmp", "--threads", str(threads)]
-                        ours = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+                        env = {k: val for k, val in os.environ.items() if k != "OMP_WAIT_POLICY"}
+                        ours = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True,
+                                                         env=env).stdout)
                         torch.set_num_threads(threads)
                         holder = {}
 

@@ -3,11 +3,11 @@
 // into buckets of 2^k rows whose gradient slice fits in a core's cache; a stable
 // counting sort on the bucket (ids read twice, histogram buckets x chunks, not
 // V x chunks) lists each bucket's positions in ascending order, packed with the
-// row within the bucket. Each (bucket, column tile) is then one team's: it starts
-// its rows from the carry (or +0.0) in scratch memory, folds the listed positions
-// in order, and writes every gradient row of the bucket exactly once. So each
-// (row, column) sum is still one ascending loop, and the random gradient updates
-// of `scan` stay in cache. Tiles split a hot bucket's columns over threads.
+// row within the bucket. Each bucket is then one team's: it starts its rows from
+// the carry (or +0.0) in scratch memory, folds the listed positions in order, and
+// writes every gradient row of the bucket exactly once. So each (row, column) sum
+// is still one ascending loop, and the random gradient updates of `scan` stay in
+// cache. A hot bucket's rows are dealt to several teams, as the scan deals rows.
 #include <kembed/detail/counting_sort.hpp>
 
 namespace kembed::detail {
@@ -18,10 +18,10 @@ inline constexpr int bucket_position_bits = 40;
 inline constexpr std::int64_t bucket_max_positions = std::int64_t{1} << bucket_position_bits;
 
 struct BucketShape {
-  int shift = 0;               // a bucket holds 2^shift rows
-  std::int64_t buckets = 1;    // ceil(V / 2^shift)
-  std::int64_t tile = 1;       // columns per team (a multiple of 16, or d)
-  std::int64_t tiles = 1;      // ceil(d / tile)
+  int shift = 0;             // a bucket holds 2^shift rows
+  std::int64_t buckets = 1;  // ceil(V / 2^shift)
+  std::int64_t parts = 1;    // a hot bucket's rows are dealt round-robin to this many teams
+  std::int64_t hot = 0;      // a bucket with more positions than this is hot
 };
 
 // Bucket rows: the most (a power of two) whose d floats each fit in `budget` bytes.
@@ -29,23 +29,22 @@ inline BucketShape bucket_rows(std::int64_t v, std::int64_t d, std::int64_t budg
   BucketShape s;
   while (s.shift < 22 && (std::int64_t{2} << s.shift) * d * 4 <= budget && (std::int64_t{1} << s.shift) < v) ++s.shift;
   s.buckets = (v + (std::int64_t{1} << s.shift) - 1) >> s.shift;
-  s.tile = d;
   return s;
 }
 
-// Column tiles for a hot bucket: split d (in 16-float slices, one 64-byte line)
-// until the busiest bucket's share of the work is at most 1/(4 * concurrency).
-inline void bucket_tiles(BucketShape& s, std::int64_t d, std::int64_t t, std::int64_t busiest,
-                         std::int64_t concurrency) {
-  s.tile = d;
-  if (concurrency > 1 && t > 0 && d >= 32) {
+// Parts for hot buckets, those with more than 1/(4 * concurrency) of the positions
+// (Zipf's first bucket holds three quarters of them at V = 1e5): enough parts that
+// the busiest bucket's parts are within that share. Each part walks the bucket's
+// entries and folds those of its rows (row i to part i mod parts), whole rows, so
+// dy is still read once. Other buckets stay whole.
+inline void bucket_parts(BucketShape& s, std::int64_t t, std::int64_t busiest, std::int64_t concurrency) {
+  s.parts = 1;
+  s.hot = t / (4 * concurrency);
+  if (concurrency > 1 && t > 0) {
     std::int64_t const want = (busiest * 4 * concurrency + t - 1) / t;
-    if (want > 1) {
-      std::int64_t tile = ((d + want - 1) / want + 15) / 16 * 16;
-      s.tile = tile < d ? tile : d;
-    }
+    std::int64_t const rows = std::int64_t{1} << s.shift;
+    while (s.parts < want && s.parts < rows) s.parts *= 2;  // a power of two: ownership is a mask
   }
-  s.tiles = (d + s.tile - 1) / s.tile;
 }
 
 template <class ExecutionSpace>
@@ -87,65 +86,72 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
         if (n > most) most = n;
       },
       Kokkos::Max<std::int64_t>(busiest));
-  bucket_tiles(shape, d, t, busiest, concurrency);
+  bucket_parts(shape, t, busiest, concurrency);
 
   using Policy = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>, Kokkos::IndexType<std::int64_t>>;
   using Member = typename Policy::member_type;
   using Scratch = Kokkos::View<float*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
-  std::int64_t const tiles = shape.tiles, tile = shape.tile, rows = std::int64_t{1} << shift;
-  std::int64_t const league = shape.buckets * tiles;
+  std::int64_t const parts = shape.parts, hot = shape.hot, rows = std::int64_t{1} << shift;
+  std::int64_t const league = shape.buckets * parts;
   Policy policy = Tiles<ExecutionSpace>::host ? Policy(space, league, 1) : Policy(space, league, Kokkos::AUTO);
-  policy.set_scratch_size(1, Kokkos::PerTeam(Scratch::shmem_size(rows * tile)));
+  policy.set_scratch_size(1, Kokkos::PerTeam(Scratch::shmem_size(rows * d)));
+  // One bucket (part) per grab: Kokkos' automatic chunk (16 items at 2 threads and a
+  // thousand items) handed a hot bucket's parts and their neighbours to one thread.
+  policy.set_chunk_size(1);
   std::int64_t const position_mask = bucket_max_positions - 1;
   int bad = 0;
   Kokkos::parallel_reduce(
       "kembed::backward_bucket::fold", policy,
       KOKKOS_LAMBDA(Member const& team, int& saw) {
-        std::int64_t const k = team.league_rank() / tiles;
-        std::int64_t const c0 = (team.league_rank() % tiles) * tile;
-        std::int64_t const w = d - c0 < tile ? d - c0 : tile;
+        std::int64_t const k = team.league_rank() / parts, part = team.league_rank() % parts;
+        std::int64_t const begin = offsets(k), end = offsets(k + 1);
+        bool const split = parts > 1 && end - begin > hot;
+        if (!split && part != 0) return;  // a whole bucket is its first item's
+        // This team's rows of the bucket: first, first + step, ...
+        std::int64_t const first = split ? part : 0, step = split ? parts : 1;
         std::int64_t const r0 = k << shift;
         std::int64_t const n_rows = v - r0 < rows ? v - r0 : rows;
-        bool const counter = has_counts && c0 == 0;  // one tile per bucket counts its rows
-        Scratch acc(team.team_scratch(1), n_rows * w);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n_rows), [&](std::int64_t i) {
-          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, w), [&](std::int64_t c) {
-            acc(i * w + c) = has_carry ? carry(r0 + i, c0 + c) : 0.0f;
+        std::int64_t const mine = n_rows > first ? (n_rows - first + step - 1) / step : 0;
+        Scratch acc(team.team_scratch(1), n_rows * d);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, mine), [&](std::int64_t i) {
+          std::int64_t const row = first + i * step;
+          if (has_counts) counts(r0 + row) = 0;
+          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, d), [&](std::int64_t c) {
+            acc(row * d + c) = has_carry ? carry(r0 + row, c) : 0.0f;
           });
         });
-        if (counter)
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n_rows), [&](std::int64_t i) { counts(r0 + i) = 0; });
         team.team_barrier();
         int flag = 0;
-        std::int64_t const begin = offsets(k), end = offsets(k + 1);
         for (std::int64_t j = begin; j < end; ++j) {
           std::int64_t const e = entries(j);
-          std::int64_t const p = e & position_mask, row = e >> bucket_position_bits, base = row * w;
+          std::int64_t const row = e >> bucket_position_bits;
+          if (split && (row & (step - 1)) != first) continue;
+          std::int64_t const p = e & position_mask;
           if (j + 8 < end) {  // the dy row 8 entries on: its reads are scattered, not streamed
             std::int64_t const ahead = entries(j + 8) & position_mask;
-            for (std::int64_t c = 0; c < w; c += 16) prefetch(&dy(ahead, c0 + c));
+            for (std::int64_t c = 0; c < d; c += 16) prefetch(&dy(ahead, c));
           }
-          if (counter) Kokkos::single(Kokkos::PerTeam(team), [&]() { counts(r0 + row) += 1; });
+          if (has_counts) Kokkos::single(Kokkos::PerTeam(team), [&]() { counts(r0 + row) += 1; });
           // The same thread owns column c at every j (one range, one split), so
           // the terms of each (row, column) are added by one thread, in order.
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, w), [&](std::int64_t c) {
-            float const x = dy(p, c0 + c);
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](std::int64_t c) {
+            float const x = dy(p, c);
             flag |= non_finite(x);
-            acc(base + c) = acc(base + c) + x;
+            acc(row * d + c) = acc(row * d + c) + x;
           });
         }
         team.team_barrier();
-        // Every gradient row of the bucket written once, by streaming stores where
-        // the host has them (the padding row's terms were summed, then dropped).
-        if (r0 <= padding_idx && padding_idx < r0 + n_rows)
-          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, w),
-                               [&](std::int64_t c) { acc((padding_idx - r0) * w + c) = 0.0f; });
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n_rows), [&](std::int64_t i) {
-          if (Tiles<ExecutionSpace>::host)
-            stream_copy(&grad(r0 + i, c0), &acc(i * w), w);
+        // Every gradient row written once, by streaming stores where the host has
+        // them (the padding row's terms were summed, then dropped).
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, mine), [&](std::int64_t i) {
+          std::int64_t const row = first + i * step;
+          if (r0 + row == padding_idx)
+            for (std::int64_t c = 0; c < d; ++c) grad(r0 + row, c) = 0.0f;
+          else if (Tiles<ExecutionSpace>::host)
+            stream_copy(&grad(r0 + row, 0), &acc(row * d), d);
           else
-            Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, w),
-                                 [&](std::int64_t c) { grad(r0 + i, c0 + c) = acc(i * w + c); });
+            Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, d),
+                                 [&](std::int64_t c) { grad(r0 + row, c) = acc(row * d + c); });
         });
         stream_fence();
         saw |= flag;
