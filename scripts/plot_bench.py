@@ -109,3 +109,28 @@ for b, k in goals.items():
     lin = f"{min(ratios):.1f}-{max(ratios):.1f}, {sum(x > 12 for x in ratios)} of {len(ratios)}" if ratios else "-"
     print(f"| {b} | {k['auto_strict']} of {k['points']} ({k['auto_10']}) | {k['fwd_ok']} of {k['fwd_n']} | "
           f"{k['bwd_ok']} of {k['bwd_n']} ({med:.0%}) | {lin} |")
+
+# Against torch (scripts/bench_torch.py writes torch.csv; it is not run by bench.sh).
+torch_csv = results / "torch.csv"
+if torch_csv.exists():
+    with open(torch_csv) as fh:
+        tr = list(csv.DictReader(fh))
+    for r in tr:
+        for k in ("kembed_forward", "torch_forward", "kembed_backward", "torch_backward"):
+            r[k] = float(r[k])
+    equal = sum(r["bits_equal"] == "True" for r in tr)
+    slower = [r for r in tr if r["kembed_backward"] > r["torch_backward"]]
+    big = [r["torch_backward"] / r["kembed_backward"] for r in tr
+           if int(r["V"]) == 1000000 and int(r["T"]) == 1000000 and int(r["d"]) == 16]
+    ratios = sorted(r["torch_backward"] / r["kembed_backward"] for r in tr)
+    fwd = sorted(r["torch_forward"] / r["kembed_forward"] for r in tr)
+    print(f"\nAgainst torch ({len(tr)} comparisons): bits equal at {equal}; kembed's backward faster at "
+          f"{len(tr) - len(slower)} (torch time / kembed time {ratios[0]:.2f}-{ratios[-1]:.1f}, median "
+          f"{ratios[len(ratios) // 2]:.1f}); at V = T = 1e6, d = 16: {min(big):.1f}-{max(big):.1f}x; "
+          f"forward {fwd[0]:.2f}-{fwd[-1]:.1f}x (median {fwd[len(fwd) // 2]:.1f}).")
+    if slower:
+        print("\n| V | d | T | ids | threads | kembed backward ms | torch ms | plan |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        for r in slower:
+            print(f"| {int(r['V']):g} | {r['d']} | {int(r['T']):g} | {r['ids']} | {r['threads']} | "
+                  f"{r['kembed_backward'] * 1e3:.3g} | {r['torch_backward'] * 1e3:.3g} | {r['plan_used']} |")

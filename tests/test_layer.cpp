@@ -68,28 +68,33 @@ TEST(Forward, StreamingStoresGiveTheSameBits) {
   }
 }
 
-// `auto` as measured (docs/PERFORMANCE.md): on a host backend the bucket plan once
-// the gradient exceeds 2 MiB, else the scan up to 4 threads; a device sorts.
+// `auto` as measured (docs/PERFORMANCE.md), at its boundaries: on a host backend the
+// bucket plan for gradients over 2 MiB (64 MiB on one thread); below, with 2-4
+// threads, the sort while dy is at most 64 MiB and the scan above; one thread scans.
 TEST(Plans, AutoFollowsTheMeasuredRule) {
-  auto const plan_for = [](std::int64_t v, std::int64_t d) {
+  auto const plan_for = [](std::int64_t v, std::int64_t d, std::int64_t t) {
     std::vector<float> table(static_cast<std::size_t>(v * d), 0.5f);
-    return Layer(v, d, FloatsRef(table.data(), Shape{v, d})).plan_for(1000);
+    return Layer(v, d, FloatsRef(table.data(), Shape{v, d})).plan_for(t);
   };
   bool const host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, Layer::memory_space>::accessible;
+  auto const threads = TEST_EXECSPACE().concurrency();
   if (!host) {
-    EXPECT_EQ(plan_for(1000, 16), Plan::sort);
-    return;
-  }
-  EXPECT_EQ(plan_for((1 << 15) + 1, 16), Plan::bucket);  // 2 MiB and one row
-  EXPECT_EQ(plan_for(1000000, 16), Plan::bucket);
-  if (TEST_EXECSPACE().concurrency() <= 4) {
-    EXPECT_EQ(plan_for(1 << 15, 16), Plan::scan);  // exactly 2 MiB
-    EXPECT_EQ(plan_for(1000, 512), Plan::scan);    // 2 MB: the V = 1e3 points of the grid
+    EXPECT_EQ(plan_for(1000, 16, 1000), Plan::sort);
+  } else if (threads == 1) {
+    EXPECT_EQ(plan_for(1 << 20, 16, 1000), Plan::scan);  // exactly 64 MiB
+    EXPECT_EQ(plan_for((1 << 20) + 1, 16, 1000), Plan::bucket);
+    EXPECT_EQ(plan_for(1000, 16, std::int64_t{1} << 30), Plan::scan);
+  } else if (threads <= 4) {
+    EXPECT_EQ(plan_for((1 << 15) + 1, 16, 1000), Plan::bucket);  // 2 MiB and one row
+    EXPECT_EQ(plan_for(1000000, 512, 1), Plan::bucket);
+    EXPECT_EQ(plan_for(1 << 15, 16, 1 << 20), Plan::sort);        // dy exactly 64 MiB
+    EXPECT_EQ(plan_for(1 << 15, 16, (1 << 20) + 1), Plan::scan);  // exactly 2 MiB of gradient
+    EXPECT_EQ(plan_for(1000, 512, 100000), Plan::scan);           // 205 MB of dy
   }
   Options o;
-  o.plan = Plan::sort;
-  std::vector<float> table(100 * 4, 0.5f);
-  EXPECT_EQ(Layer(100, 4, FloatsRef(table.data(), Shape{100, 4}), o).plan_for(1), Plan::sort);  // not auto
+  o.plan = Plan::scan;
+  std::vector<float> table(std::size_t{1} << 22, 0.5f);
+  EXPECT_EQ(Layer(1 << 18, 16, FloatsRef(table.data(), Shape{1 << 18, 16}), o).plan_for(1), Plan::scan);  // not auto
 }
 
 TEST(Ownership, TheLayerKeepsItsOwnCopy) {

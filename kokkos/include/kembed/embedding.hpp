@@ -101,25 +101,34 @@ class Embedding {
     Kokkos::deep_copy(host_matrix(out.data(), config_.num_embeddings, config_.embedding_dim), weight_);
     return out;
   }
-  // The plan that runs for T positions (`auto` resolved). Measured with
-  // bench/kembed_bench.cpp on 2 cores (docs/PERFORMANCE.md): on host backends the
-  // bucket plan wins once the gradient outgrows a core's cache (its updates stay in
-  // cache and each row is written once), and the scan, which reads the ids once per
-  // thread, wins below that; past 4 threads the contract's V * T rule stands for
-  // small tables until measured. A device backend sorts (the scan reads the ids
-  // once per block; the bucket plan is untuned there).
+  // The plan that runs for T positions (`auto` resolved), as measured with
+  // bench/kembed_bench.cpp on 2 cores (docs/PERFORMANCE.md). On host backends:
+  // - `bucket` once the gradient outgrows what the threads keep in cache (its
+  //   updates stay in cache and each row is written once): past 2 MiB with several
+  //   threads, past 64 MiB with one, where the scan's single pass costs least;
+  // - below that, with 2-4 threads, `sort` while dy is at most 64 MiB (its V x
+  //   threads histogram is small and dy's random reads hit cache) and `scan` above;
+  //   one thread always scans;
+  // - past 4 threads the contract's V * T rule, until measured.
+  // A device backend sorts: the scan reads the ids once per block, and the bucket
+  // plan is correct there but untuned.
   Plan plan_for(std::int64_t positions) const { return plan_for(space_, positions); }
   // As above, for the execution space instance a call runs on.
   Plan plan_for(ExecutionSpace const& space, std::int64_t positions) const {
     if (config_.plan != Plan::automatic) return config_.plan;
     if (!host_memory) return Plan::sort;
-    if (config_.num_embeddings * config_.embedding_dim * std::int64_t(sizeof(float)) > auto_bucket_bytes)
+    std::int64_t const threads = space.concurrency();
+    std::int64_t const row_bytes = config_.embedding_dim * std::int64_t(sizeof(float));
+    if (config_.num_embeddings * row_bytes > (threads <= 1 ? auto_bucket_bytes_one_thread : auto_bucket_bytes))
       return Plan::bucket;
-    if (space.concurrency() <= 4) return Plan::scan;
+    if (threads <= 1) return Plan::scan;
+    if (threads <= 4) return positions * row_bytes <= auto_sort_dy_bytes ? Plan::sort : Plan::scan;
     return resolve_plan(config_.plan, config_.num_embeddings, positions);
   }
-  // `auto` takes the bucket plan on host backends for gradients larger than this.
+  // The thresholds of `auto` on host backends (gradient and dy sizes in bytes).
   static constexpr std::int64_t auto_bucket_bytes = std::int64_t{2} << 20;
+  static constexpr std::int64_t auto_bucket_bytes_one_thread = std::int64_t{64} << 20;
+  static constexpr std::int64_t auto_sort_dy_bytes = std::int64_t{64} << 20;
 
   // ---- forward: y[p, :] = weight[ids[p], :] ----------------------------------
   std::vector<float> forward(IdsRef const& ids) const {
