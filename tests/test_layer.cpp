@@ -68,9 +68,10 @@ TEST(Forward, StreamingStoresGiveTheSameBits) {
   }
 }
 
-// `auto` as measured (docs/PERFORMANCE.md), at its boundaries: on a host backend the
-// bucket plan for gradients over 2 MiB (64 MiB on one thread); below, with 2-4
-// threads, the sort while dy is at most 64 MiB and the scan above; one thread scans.
+// `auto` as measured (docs/PERFORMANCE.md), at its boundaries. Host backends: one
+// thread scans while the gradient and dy are at most 64 MiB, else buckets; 2-4
+// threads sort while the gradient is at most 2 MiB and dy at most 16 MiB, else
+// bucket. A device sorts.
 TEST(Plans, AutoFollowsTheMeasuredRule) {
   auto const plan_for = [](std::int64_t v, std::int64_t d, std::int64_t t) {
     std::vector<float> table(static_cast<std::size_t>(v * d), 0.5f);
@@ -78,18 +79,19 @@ TEST(Plans, AutoFollowsTheMeasuredRule) {
   };
   bool const host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, Layer::memory_space>::accessible;
   auto const threads = TEST_EXECSPACE().concurrency();
+  std::int64_t const mib = 1 << 20;
   if (!host) {
     EXPECT_EQ(plan_for(1000, 16, 1000), Plan::sort);
   } else if (threads == 1) {
-    EXPECT_EQ(plan_for(1 << 20, 16, 1000), Plan::scan);  // exactly 64 MiB
-    EXPECT_EQ(plan_for((1 << 20) + 1, 16, 1000), Plan::bucket);
-    EXPECT_EQ(plan_for(1000, 16, std::int64_t{1} << 30), Plan::scan);
+    EXPECT_EQ(plan_for(mib, 16, mib), Plan::scan);  // both exactly 64 MiB
+    EXPECT_EQ(plan_for(mib + 1, 16, 1000), Plan::bucket);
+    EXPECT_EQ(plan_for(1000, 16, mib + 1), Plan::bucket);
+    EXPECT_EQ(plan_for(1000, 16, std::int64_t{1} << 62), Plan::bucket);  // no overflow
   } else if (threads <= 4) {
-    EXPECT_EQ(plan_for((1 << 15) + 1, 16, 1000), Plan::bucket);  // 2 MiB and one row
+    EXPECT_EQ(plan_for(mib / 32, 16, mib / 4), Plan::sort);  // exactly 2 MiB and 16 MiB
+    EXPECT_EQ(plan_for(mib / 32 + 1, 16, 1000), Plan::bucket);
+    EXPECT_EQ(plan_for(mib / 32, 16, mib / 4 + 1), Plan::bucket);
     EXPECT_EQ(plan_for(1000000, 512, 1), Plan::bucket);
-    EXPECT_EQ(plan_for(1 << 15, 16, 1 << 20), Plan::sort);        // dy exactly 64 MiB
-    EXPECT_EQ(plan_for(1 << 15, 16, (1 << 20) + 1), Plan::scan);  // exactly 2 MiB of gradient
-    EXPECT_EQ(plan_for(1000, 512, 100000), Plan::scan);           // 205 MB of dy
   }
   Options o;
   o.plan = Plan::scan;

@@ -103,13 +103,14 @@ class Embedding {
   }
   // The plan that runs for T positions (`auto` resolved), as measured with
   // bench/kembed_bench.cpp on 2 cores (docs/PERFORMANCE.md). On host backends:
-  // - `bucket` once the gradient outgrows what the threads keep in cache (its
-  //   updates stay in cache and each row is written once): past 2 MiB with several
-  //   threads, past 64 MiB with one, where the scan's single pass costs least;
-  // - below that, with 2-4 threads, `sort` while dy is at most 64 MiB (its V x
-  //   threads histogram is small and dy's random reads hit cache) and `scan` above;
-  //   one thread always scans;
-  // - past 4 threads the contract's V * T rule, until measured.
+  // - one thread: `scan` while the gradient and dy are both at most 64 MiB (one
+  //   pass, nothing to sort), else `bucket`;
+  // - 2-4 threads: `sort` while the gradient is at most 2 MiB and dy at most
+  //   16 MiB (a small histogram, and dy's random reads hit cache), else `bucket`
+  //   (its updates stay in cache, each gradient row is written once, and a hot
+  //   bucket's rows are shared out, where the scan re-reads every id per thread);
+  // - past 4 threads `bucket` for gradients over 2 MiB and the contract's V * T
+  //   rule below, until measured.
   // A device backend sorts: the scan reads the ids once per block, and the bucket
   // plan is correct there but untuned.
   Plan plan_for(std::int64_t positions) const { return plan_for(space_, positions); }
@@ -119,16 +120,20 @@ class Embedding {
     if (!host_memory) return Plan::sort;
     std::int64_t const threads = space.concurrency();
     std::int64_t const row_bytes = config_.embedding_dim * std::int64_t(sizeof(float));
-    if (config_.num_embeddings * row_bytes > (threads <= 1 ? auto_bucket_bytes_one_thread : auto_bucket_bytes))
-      return Plan::bucket;
-    if (threads <= 1) return Plan::scan;
-    if (threads <= 4) return positions * row_bytes <= auto_sort_dy_bytes ? Plan::sort : Plan::scan;
+    // Both sizes compared without forming a product that could overflow.
+    auto const at_most = [&](std::int64_t rows, std::int64_t bytes) { return rows <= bytes / row_bytes; };
+    if (threads <= 1)
+      return at_most(config_.num_embeddings, auto_scan_bytes_one_thread) && at_most(positions, auto_scan_bytes_one_thread)
+                 ? Plan::scan
+                 : Plan::bucket;
+    if (!at_most(config_.num_embeddings, auto_small_gradient_bytes)) return Plan::bucket;
+    if (threads <= 4) return at_most(positions, auto_sort_dy_bytes) ? Plan::sort : Plan::bucket;
     return resolve_plan(config_.plan, config_.num_embeddings, positions);
   }
-  // The thresholds of `auto` on host backends (gradient and dy sizes in bytes).
-  static constexpr std::int64_t auto_bucket_bytes = std::int64_t{2} << 20;
-  static constexpr std::int64_t auto_bucket_bytes_one_thread = std::int64_t{64} << 20;
-  static constexpr std::int64_t auto_sort_dy_bytes = std::int64_t{64} << 20;
+  // The thresholds of `auto` on host backends, in bytes.
+  static constexpr std::int64_t auto_scan_bytes_one_thread = std::int64_t{64} << 20;
+  static constexpr std::int64_t auto_small_gradient_bytes = std::int64_t{2} << 20;
+  static constexpr std::int64_t auto_sort_dy_bytes = std::int64_t{16} << 20;
 
   // ---- forward: y[p, :] = weight[ids[p], :] ----------------------------------
   std::vector<float> forward(IdsRef const& ids) const {
