@@ -68,35 +68,37 @@ TEST(Forward, StreamingStoresGiveTheSameBits) {
   }
 }
 
-// `auto` as measured (docs/PERFORMANCE.md), at its boundaries. Host backends: one
-// thread scans while the gradient and dy are at most 64 MiB, else buckets; 2-4
-// threads sort while the gradient is at most 2 MiB and dy at most 16 MiB, else
-// bucket. A device sorts.
+// `auto` as measured (docs/PERFORMANCE.md), at each boundary of the rule, and the
+// layer resolving it for its own backend.
 TEST(Plans, AutoFollowsTheMeasuredRule) {
-  auto const plan_for = [](std::int64_t v, std::int64_t d, std::int64_t t) {
-    std::vector<float> table(static_cast<std::size_t>(v * d), 0.5f);
-    return Layer(v, d, FloatsRef(table.data(), Shape{v, d})).plan_for(t);
-  };
-  bool const host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, Layer::memory_space>::accessible;
-  auto const threads = TEST_EXECSPACE().concurrency();
-  std::int64_t const mib = 1 << 20;
-  if (!host) {
-    EXPECT_EQ(plan_for(1000, 16, 1000), Plan::sort);
-  } else if (threads == 1) {
-    EXPECT_EQ(plan_for(mib, 16, mib), Plan::scan);  // both exactly 64 MiB
-    EXPECT_EQ(plan_for(mib + 1, 16, 1000), Plan::bucket);
-    EXPECT_EQ(plan_for(1000, 16, mib + 1), Plan::bucket);
-    EXPECT_EQ(plan_for(1000, 16, std::int64_t{1} << 62), Plan::bucket);  // no overflow
-  } else if (threads <= 4) {
-    EXPECT_EQ(plan_for(mib / 32, 16, mib / 4), Plan::sort);  // exactly 2 MiB and 16 MiB
-    EXPECT_EQ(plan_for(mib / 32 + 1, 16, 1000), Plan::bucket);
-    EXPECT_EQ(plan_for(mib / 32, 16, mib / 4 + 1), Plan::bucket);
-    EXPECT_EQ(plan_for(1000000, 512, 1), Plan::bucket);
+  using detail::auto_plan;
+  std::int64_t const mib = 1 << 20, d = 16;  // 64-byte rows: n rows of 16 floats = n * 64 bytes
+  // One thread: scan while the gradient and dy are both at most 64 MiB; else bucket.
+  EXPECT_EQ(auto_plan(true, 1, mib, d, mib), Plan::scan);
+  EXPECT_EQ(auto_plan(true, 1, mib + 1, d, 1000), Plan::bucket);
+  EXPECT_EQ(auto_plan(true, 1, 1000, d, mib + 1), Plan::bucket);
+  EXPECT_EQ(auto_plan(true, 1, 1000, d, std::int64_t{1} << 62), Plan::bucket);  // no overflow
+  // 2-4 threads: sort up to 2 MiB of gradient and 16 MiB of dy; else bucket.
+  for (std::int64_t threads : {2, 4}) {
+    EXPECT_EQ(auto_plan(true, threads, mib / 32, d, mib / 4), Plan::sort);
+    EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, 1000), Plan::bucket);
+    EXPECT_EQ(auto_plan(true, threads, mib / 32, d, mib / 4 + 1), Plan::bucket);
   }
+  // More threads: bucket past 2 MiB, the contract's V * T rule below.
+  EXPECT_EQ(auto_plan(true, 8, mib / 32 + 1, d, 1), Plan::bucket);
+  EXPECT_EQ(auto_plan(true, 8, 1 << 13, 1, 1 << 13), Plan::sort);
+  EXPECT_EQ(auto_plan(true, 8, 1 << 13, 1, (1 << 13) - 1), Plan::scan);
+  // A device sorts.
+  EXPECT_EQ(auto_plan(false, 1, 1000, d, 1000), Plan::sort);
+
+  bool const host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, Layer::memory_space>::accessible;
+  std::vector<float> table(1000 * 512, 0.5f);
+  Layer layer(1000, 512, FloatsRef(table.data(), Shape{1000, 512}));
+  for (std::int64_t t : {1000, 100000, 1000000})
+    EXPECT_EQ(layer.plan_for(t), auto_plan(host, TEST_EXECSPACE().concurrency(), 1000, 512, t));
   Options o;
   o.plan = Plan::scan;
-  std::vector<float> table(std::size_t{1} << 22, 0.5f);
-  EXPECT_EQ(Layer(1 << 18, 16, FloatsRef(table.data(), Shape{1 << 18, 16}), o).plan_for(1), Plan::scan);  // not auto
+  EXPECT_EQ(Layer(1000, 512, FloatsRef(table.data(), Shape{1000, 512}), o).plan_for(1 << 30), Plan::scan);  // not auto
 }
 
 TEST(Ownership, TheLayerKeepsItsOwnCopy) {

@@ -11,6 +11,7 @@
 #include <kembed/core/error.hpp>
 #include <kembed/core/options.hpp>
 #include <kembed/core/validate.hpp>
+#include <kembed/detail/auto_plan.hpp>
 #include <kembed/detail/backward_bucket.hpp>
 #include <kembed/detail/backward_fast.hpp>
 #include <kembed/detail/backward_scan.hpp>
@@ -101,39 +102,15 @@ class Embedding {
     Kokkos::deep_copy(host_matrix(out.data(), config_.num_embeddings, config_.embedding_dim), weight_);
     return out;
   }
-  // The plan that runs for T positions (`auto` resolved), as measured with
-  // bench/kembed_bench.cpp on 2 cores (docs/PERFORMANCE.md). On host backends:
-  // - one thread: `scan` while the gradient and dy are both at most 64 MiB (one
-  //   pass, nothing to sort), else `bucket`;
-  // - 2-4 threads: `sort` while the gradient is at most 2 MiB and dy at most
-  //   16 MiB (a small histogram, and dy's random reads hit cache), else `bucket`
-  //   (its updates stay in cache, each gradient row is written once, and a hot
-  //   bucket's rows are shared out, where the scan re-reads every id per thread);
-  // - past 4 threads `bucket` for gradients over 2 MiB and the contract's V * T
-  //   rule below, until measured.
-  // A device backend sorts: the scan reads the ids once per block, and the bucket
-  // plan is correct there but untuned.
+  // The plan that runs for T positions (`auto` resolved by detail::auto_plan, the
+  // rule measured on 2 cores: docs/PERFORMANCE.md).
   Plan plan_for(std::int64_t positions) const { return plan_for(space_, positions); }
   // As above, for the execution space instance a call runs on.
   Plan plan_for(ExecutionSpace const& space, std::int64_t positions) const {
     if (config_.plan != Plan::automatic) return config_.plan;
-    if (!host_memory) return Plan::sort;
-    std::int64_t const threads = space.concurrency();
-    std::int64_t const row_bytes = config_.embedding_dim * std::int64_t(sizeof(float));
-    // Both sizes compared without forming a product that could overflow.
-    auto const at_most = [&](std::int64_t rows, std::int64_t bytes) { return rows <= bytes / row_bytes; };
-    if (threads <= 1)
-      return at_most(config_.num_embeddings, auto_scan_bytes_one_thread) && at_most(positions, auto_scan_bytes_one_thread)
-                 ? Plan::scan
-                 : Plan::bucket;
-    if (!at_most(config_.num_embeddings, auto_small_gradient_bytes)) return Plan::bucket;
-    if (threads <= 4) return at_most(positions, auto_sort_dy_bytes) ? Plan::sort : Plan::bucket;
-    return resolve_plan(config_.plan, config_.num_embeddings, positions);
+    return detail::auto_plan(host_memory, space.concurrency(), config_.num_embeddings, config_.embedding_dim,
+                             positions);
   }
-  // The thresholds of `auto` on host backends, in bytes.
-  static constexpr std::int64_t auto_scan_bytes_one_thread = std::int64_t{64} << 20;
-  static constexpr std::int64_t auto_small_gradient_bytes = std::int64_t{2} << 20;
-  static constexpr std::int64_t auto_sort_dy_bytes = std::int64_t{16} << 20;
 
   // ---- forward: y[p, :] = weight[ids[p], :] ----------------------------------
   std::vector<float> forward(IdsRef const& ids) const {

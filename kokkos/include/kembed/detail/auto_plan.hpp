@@ -1,0 +1,44 @@
+#pragma once
+// What `auto` runs, as measured with bench/kembed_bench.cpp on 2 cores over the
+// whole grid at 1 and 2 threads (docs/PERFORMANCE.md). Every plan gives the same
+// bits, so this rule is a speed choice only.
+#include <kembed/core/options.hpp>
+
+#include <cstdint>
+
+namespace kembed::detail {
+
+struct AutoThresholds {
+  // One thread.
+  static constexpr std::int64_t scan_one_thread = std::int64_t{64} << 20;
+  // Several threads.
+  static constexpr std::int64_t small_gradient = std::int64_t{2} << 20;
+  static constexpr std::int64_t sort_dy = std::int64_t{16} << 20;
+};
+
+// On host backends (sizes in bytes):
+// - one thread: `scan` while the gradient and dy are both at most 64 MiB (one
+//   pass, nothing to sort), else `bucket`. It picked within 10% of the fastest plan
+//   at 61 and 57 of 72 points in the last OpenMP-1 and Serial runs, short of the
+//   issue's 90%: docs/PERFORMANCE.md has a better-fitting rule still to confirm;
+// - 2-4 threads: `sort` while the gradient is at most 2 MiB and dy at most 16 MiB
+//   (a small histogram, and dy's random reads hit cache); else `bucket` (its
+//   updates stay in cache, each gradient row is written once, and a hot bucket's
+//   rows are shared out, where the scan re-reads every id on every thread);
+// - past 4 threads: `bucket` for gradients over 2 MiB, and the contract's V * T
+//   rule below that, until measured.
+// A device backend sorts: the scan reads the ids once per block, and the bucket
+// plan is correct there but untuned.
+inline Plan auto_plan(bool host, std::int64_t threads, std::int64_t v, std::int64_t d, std::int64_t t) {
+  if (!host) return Plan::sort;
+  using K = AutoThresholds;
+  std::int64_t const row_bytes = d * std::int64_t(sizeof(float));
+  // rows * row_bytes <= bytes, without forming a product that could overflow.
+  auto const at_most = [&](std::int64_t rows, std::int64_t bytes) { return rows <= bytes / row_bytes; };
+  if (threads <= 1) return at_most(v, K::scan_one_thread) && at_most(t, K::scan_one_thread) ? Plan::scan : Plan::bucket;
+  if (!at_most(v, K::small_gradient)) return Plan::bucket;
+  if (threads <= 4) return at_most(t, K::sort_dy) ? Plan::sort : Plan::bucket;
+  return resolve_plan(Plan::automatic, v, t);
+}
+
+}  // namespace kembed::detail
