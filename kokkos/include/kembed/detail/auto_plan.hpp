@@ -28,7 +28,7 @@ struct AutoThresholds {
 // - past 4 threads: `bucket` for gradients over 2 MiB, and the contract's V * T
 //   rule below that, until measured.
 // A device backend sorts: the scan reads the ids once per block, and the bucket
-// plan is correct there but untuned.
+// plan, written portably, has never been compiled for a device here.
 inline Plan auto_plan(bool host, std::int64_t threads, std::int64_t v, std::int64_t d, std::int64_t t) {
   if (!host) return Plan::sort;
   using K = AutoThresholds;
