@@ -47,6 +47,26 @@ TEST_P(Catalogue, IdenticalEveryPlanEqualsTheOracle) {
   }
 }
 
+// The host folds exist as a baseline (SSE2) copy and an AVX2 copy on x86-64
+// (detail::run_for); both must give the oracle's bits, whichever the CPU would pick.
+TEST_P(Catalogue, BothHostIsaCopiesEqualTheOracles) {
+  auto const& b = GetParam();
+  IdsHolder ids(b);
+  auto const table = test::table_for(b.rows, b.dim);
+  auto const identical = reference::backward_identical(b.config(), ids.ref(), b.dy.data(), nullptr);
+  auto const deterministic = reference::backward_deterministic(b.config(), ids.ref(), b.dy.data(), nullptr);
+  for (char const* isa : {"baseline", "avx2"}) {
+    test::ScopedEnv env("KEMBED_HOST_ISA", isa);
+    for (auto plan : all_plans) {
+      SCOPED_TRACE(std::string(isa) + ", plan " + std::string(to_string(plan)));
+      FloatsRef const dy(b.dy.data(), b.dy_shape());
+      EXPECT_TRUE(same_bits(layer_for(b, plan, Mode::identical, table).backward(ids.ref(), dy).values, identical));
+      EXPECT_TRUE(
+          same_bits(layer_for(b, plan, Mode::deterministic, table).backward(ids.ref(), dy).values, deterministic));
+    }
+  }
+}
+
 TEST_P(Catalogue, DeterministicEveryPlanEqualsThePairwiseOracle) {
   auto const& b = GetParam();
   IdsHolder ids(b);

@@ -80,5 +80,45 @@ TEST_F(Labels, KernelsAndRegionsAreNamedKembed) {
     EXPECT_EQ(regions().count(want), 1u) << "region never seen: " << want;
 }
 
+// Which copy of the host folds ran is a region too; KEMBED_HOST_ISA picks it, and
+// a value it does not know is an error before anything is written.
+TEST_F(Labels, HostIsaRegionNamesTheCopyThatRan) {
+  if (!detail::Tiles<TEST_EXECSPACE>::host) GTEST_SKIP() << "a device backend has no host ISA copies";
+  std::int64_t const v = 50, d = 24, t = 300;
+  auto const table = test::table_for(v, d);
+  auto const ids = synthetic::zipf_ids(v, t, 1.1, 3);
+  auto const dy = synthetic::uniform_floats(t * d, 4);
+  Layer layer(v, d, FloatsRef(table.data(), Shape{v, d}));
+  {
+    test::ScopedEnv env("KEMBED_HOST_ISA", "baseline");
+    layer.backward(IdsRef(ids), FloatsRef(dy.data(), Shape{t, d}));
+  }
+  EXPECT_EQ(regions().count("kembed::host_isa[baseline]"), 1u);
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx2")) {
+    test::ScopedEnv env("KEMBED_HOST_ISA", "avx2");
+    layer.backward(IdsRef(ids), FloatsRef(dy.data(), Shape{t, d}));
+    EXPECT_EQ(regions().count("kembed::host_isa[avx2]"), 1u);
+  }
+#endif
+  // In place (the gradient is its own carry): a refused call must leave it as it was.
+  Layer::matrix_type grad("grad", v, d);
+  Kokkos::deep_copy(grad, 7.0f);
+  Layer::ids64_type const ids_d(ids.data(), t);
+  Layer::const_matrix_type const dy_d(dy.data(), t, d);
+  test::ScopedEnv env("KEMBED_HOST_ISA", "sse9");
+  try {
+    layer.backward(TEST_EXECSPACE(), ids_d, dy_d, grad, grad);
+    ADD_FAILURE() << "KEMBED_HOST_ISA=sse9 was accepted";
+  } catch (InvalidArgument const& e) {
+    EXPECT_NE(std::string(e.what()).find("KEMBED_HOST_ISA must be 'auto', 'baseline' or 'avx2', got 'sse9'"),
+              std::string::npos)
+        << e.what();
+  }
+  auto const host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
+  for (std::size_t i = 0; i < host.size(); ++i)
+    ASSERT_EQ(test::bits_of(host.data()[i]), test::bits_of(7.0f)) << "the carry changed at " << i;
+}
+
 }  // namespace
 }  // namespace kembed

@@ -7,6 +7,7 @@
 #include <kembed/core/options.hpp>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -22,6 +23,27 @@ using TEST_EXECSPACE = KEMBED_TEST_EXECSPACE;
 #endif
 
 namespace kembed::test {
+
+// Sets an environment variable for a scope, then puts back what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(char const* name, char const* value) : name_(name) {
+    if (char const* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      unsetenv(name_.c_str());
+  }
+  ScopedEnv(ScopedEnv const&) = delete;
+  ScopedEnv& operator=(ScopedEnv const&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
 
 inline std::uint32_t bits_of(float x) {
   std::uint32_t b;

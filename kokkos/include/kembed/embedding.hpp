@@ -292,6 +292,9 @@ class Embedding {
     // position in 40 bits: a larger batch (a terabyte of ids) sorts instead.
     Plan plan = config_.mode == Mode::identical ? plan_for(space, t) : Plan::sort;
     if (plan == Plan::bucket && t >= detail::bucket_max_positions) plan = Plan::sort;
+    // Which copy of the host folds runs (same bits either way); named for tools.
+    detail::HostIsa const isa = detail::Tiles<ExecutionSpace>::host ? detail::host_isa() : detail::HostIsa::baseline;
+    detail::ScopedRegion isa_region(std::string("kembed::host_isa[") + detail::name(isa) + "]");
     bool saw_non_finite = false;
     if (config_.mode == Mode::fast) {
       detail::ScopedRegion region("kembed::backward[fast]");
@@ -299,16 +302,16 @@ class Embedding {
     } else if (plan == Plan::scan) {
       detail::ScopedRegion region("kembed::backward[identical,scan]");
       saw_non_finite = detail::backward_scan(space, ids, dy, carry, grad, counts, pad,
-                                             detail::scan_split(concurrency < 1 ? 1 : concurrency, v, d));
+                                             detail::scan_split(concurrency < 1 ? 1 : concurrency, v, d), isa);
     } else if (plan == Plan::bucket) {
       detail::ScopedRegion region("kembed::backward[identical,bucket]");
-      saw_non_finite = detail::backward_bucket(space, ids, dy, carry, grad, counts, pad);
+      saw_non_finite = detail::backward_bucket(space, ids, dy, carry, grad, counts, pad, isa);
     } else {
       detail::ScopedRegion region(config_.mode == Mode::identical ? "kembed::backward[identical,sort]"
                                                                   : "kembed::backward[deterministic,sort]");
       auto const index = detail::build_row_index(space, ids, v, detail::sort_chunks(concurrency, v, t));
-      saw_non_finite = config_.mode == Mode::identical ? detail::fold_identical(space, index, dy, carry, grad, pad)
-                                                       : detail::fold_pairwise(space, index, dy, carry, grad, pad);
+      saw_non_finite = config_.mode == Mode::identical ? detail::fold_identical(space, index, dy, carry, grad, pad, isa)
+                                                       : detail::fold_pairwise(space, index, dy, carry, grad, pad, isa);
       if (counts.data() != nullptr) detail::counts_from_offsets(space, index.offsets, counts);
     }
     // grad (not the carry) then holds unspecified values, as documented.

@@ -59,7 +59,7 @@ struct BucketBudget {
 // Returns whether any dy term was NaN or +-inf (see fold_identical).
 template <class ExecutionSpace, class IdView, class Dy, class Carry, class Grad, class Counts>
 bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& dy, Carry const& carry, Grad const& grad,
-                     Counts const& counts, std::int64_t padding_idx) {
+                     Counts const& counts, std::int64_t padding_idx, HostIsa isa) {
   std::int64_t const v = grad.extent(0);
   std::int64_t const d = grad.extent(1);
   std::int64_t const t = ids.extent(0);
@@ -104,7 +104,7 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
   int bad = 0;
   Kokkos::parallel_reduce(
       "kembed::backward_bucket::fold", policy,
-      KOKKOS_LAMBDA(Member const& team, int& saw) {
+      KOKKOS_LAMBDA(Member const& team, int& saw) { run_for(isa, [&] {
         std::int64_t const k = team.league_rank() / parts, part = team.league_rank() % parts;
         std::int64_t const begin = offsets(k), end = offsets(k + 1);
         bool const split = parts > 1 && end - begin > hot;
@@ -157,7 +157,7 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
         });
         stream_fence();
         saw |= flag;
-      },
+      }); },
       Kokkos::BOr<int>(bad));
   return bad != 0;
 }

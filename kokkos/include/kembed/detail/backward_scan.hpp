@@ -32,7 +32,7 @@ inline ScanSplit scan_split(std::int64_t blocks, std::int64_t v, std::int64_t d)
 // Returns whether any dy term was NaN or +-inf (see fold_identical).
 template <class ExecutionSpace, class IdView, class Dy, class Carry, class Grad, class Counts>
 bool backward_scan(ExecutionSpace const& space, IdView const& ids, Dy const& dy, Carry const& carry, Grad const& grad,
-                   Counts const& counts, std::int64_t padding_idx, ScanSplit split) {
+                   Counts const& counts, std::int64_t padding_idx, ScanSplit split, HostIsa isa) {
   std::int64_t const v = grad.extent(0);
   std::int64_t const d = grad.extent(1);
   std::int64_t const t = ids.extent(0);
@@ -45,7 +45,7 @@ bool backward_scan(ExecutionSpace const& space, IdView const& ids, Dy const& dy,
   int bad = 0;
   Kokkos::parallel_reduce(
       "kembed::backward_scan", Range<ExecutionSpace>(space, 0, rows_b * cols_b),
-      KOKKOS_LAMBDA(std::int64_t b, int& saw) {
+      KOKKOS_LAMBDA(std::int64_t b, int& saw) { run_for(isa, [&] {
         std::int64_t const rb = b / cols_b, cb = b % cols_b;
         // Column slices start on 16-float boundaries (the last one takes the rest).
         std::int64_t const c0 = (d / cols_b / 16 * 16) * cb;
@@ -76,7 +76,7 @@ bool backward_scan(ExecutionSpace const& space, IdView const& ids, Dy const& dy,
         if (padding_idx >= 0 && (pow2 ? (padding_idx & mask) : (padding_idx % rows_b)) == rb)
           for (std::int64_t c = c0; c < c1; ++c) grad(padding_idx, c) = 0.0f;
         saw |= flag;
-      },
+      }); },
       Kokkos::BOr<int>(bad));
   return bad != 0;
 }

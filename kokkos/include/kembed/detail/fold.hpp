@@ -11,7 +11,7 @@ namespace kembed::detail {
 // reports the first; the padding row's terms are read for this alone).
 template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad>
 bool fold_identical(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry, Grad const& grad,
-                    std::int64_t padding_idx) {
+                    std::int64_t padding_idx, HostIsa isa) {
   constexpr std::int64_t tile = Tiles<ExecutionSpace>::fold;
   std::int64_t const v = grad.extent(0);
   std::int64_t const d = grad.extent(1);
@@ -23,7 +23,7 @@ bool fold_identical(ExecutionSpace const& space, Index const& index, Dy const& d
   int bad = 0;
   Kokkos::parallel_reduce(
       "kembed::backward_fold", DynamicRange<ExecutionSpace>(space, 0, v * tiles),
-      KOKKOS_LAMBDA(std::int64_t i, int& saw) {
+      KOKKOS_LAMBDA(std::int64_t i, int& saw) { run_for(isa, [&] {
         std::int64_t const r = i / tiles;
         std::int64_t const c0 = (i % tiles) * tile;
         std::int64_t const n = d - c0 < tile ? d - c0 : tile;
@@ -49,7 +49,7 @@ bool fold_identical(ExecutionSpace const& space, Index const& index, Dy const& d
         }
         for (std::int64_t k = 0; k < n; ++k) grad(r, c0 + k) = acc[k];
         saw |= flag;
-      },
+      }); },
       Kokkos::BOr<int>(bad));
   return bad != 0;
 }
@@ -60,7 +60,7 @@ bool fold_identical(ExecutionSpace const& space, Index const& index, Dy const& d
 // the newest down (older + rest). Both give the same tree, term for term.
 template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad>
 bool fold_pairwise(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry, Grad const& grad,
-                   std::int64_t padding_idx) {
+                   std::int64_t padding_idx, HostIsa isa) {
   constexpr std::int64_t pairwise_tile = Tiles<ExecutionSpace>::pairwise;
   std::int64_t const v = grad.extent(0);
   std::int64_t const d = grad.extent(1);
@@ -72,7 +72,7 @@ bool fold_pairwise(ExecutionSpace const& space, Index const& index, Dy const& dy
   int bad = 0;
   Kokkos::parallel_reduce(
       "kembed::backward_fold_pairwise", DynamicRange<ExecutionSpace>(space, 0, v * tiles),
-      KOKKOS_LAMBDA(std::int64_t i, int& saw) {
+      KOKKOS_LAMBDA(std::int64_t i, int& saw) { run_for(isa, [&] {
         std::int64_t const r = i / tiles;
         std::int64_t const c0 = (i % tiles) * pairwise_tile;
         std::int64_t const n = d - c0 < pairwise_tile ? d - c0 : pairwise_tile;
@@ -112,7 +112,7 @@ bool fold_pairwise(ExecutionSpace const& space, Index const& index, Dy const& dy
           grad(r, c0 + k) = base + sum;
         }
         saw |= flag;
-      },
+      }); },
       Kokkos::BOr<int>(bad));
   return bad != 0;
 }
