@@ -117,10 +117,18 @@ std::vector<Batch> catalogue() {
   out.push_back(make("t_much_larger_than_v", 3, 8, uniform_ids(3, 100000, 14), 114));
   out.push_back(make("v_much_larger_than_t", 200000, 4, uniform_ids(200000, 50, 15), 115));
   {
-    // Plan `bucket` with many buckets (the last one short), hot buckets split into
-    // column tiles, and the padding row inside a bucket.
+    // Plan `bucket` with many buckets (the last one short), hot buckets' rows dealt
+    // to several teams, and the padding row inside a bucket.
     auto b = make("many_buckets_zipf_padding", 70001, 48, zipf_ids(70001, 60000, 1.1, 17), 117);
     b.padding_idx = 5000;
+    out.push_back(std::move(b));
+  }
+  {
+    // Plan `bucket`'s sparse path (a bucket with fewer entries than rows / 8 skips
+    // the scratch pad): T much smaller than V; Zipf puts ~90% of the positions in
+    // the first bucket, which is then hot and split, with the padding row in it.
+    auto b = make("sparse_buckets_zipf_padding", 200003, 3, zipf_ids(200003, 2000, 1.1, 18), 118);
+    b.padding_idx = 1;
     out.push_back(std::move(b));
   }
   // V * T = 2^26: `auto` takes the sort plan here.

@@ -49,6 +49,9 @@ inline void bucket_parts(BucketShape& s, std::int64_t t, std::int64_t busiest, s
   }
 }
 
+// A bucket with fewer than 1/sparse_ratio entries per row skips the scratch pad.
+inline constexpr std::int64_t sparse_ratio = 8;
+
 template <class ExecutionSpace>
 struct BucketBudget {
   // Host: a quarter of a typical L2, so the slice stays put while dy streams by.
@@ -66,6 +69,7 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
   std::int64_t const concurrency = space.concurrency() < 1 ? 1 : space.concurrency();
   bool const has_carry = carry.data() != nullptr;
   bool const has_counts = counts.data() != nullptr;
+  bool const in_place = has_carry && carry.data() == grad.data();
 
   BucketShape shape = bucket_rows(v, d, BucketBudget<ExecutionSpace>::bytes);
   int const shift = shape.shift;
@@ -93,6 +97,7 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
   using Policy = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>, Kokkos::IndexType<std::int64_t>>;
   using Member = typename Policy::member_type;
   using Scratch = Kokkos::View<float*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  using Bits = Kokkos::View<std::uint32_t*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
   std::int64_t const parts = shape.parts, hot = shape.hot, rows = std::int64_t{1} << shift;
   std::int64_t const league = shape.buckets * parts;
   Policy policy = Tiles<ExecutionSpace>::host ? Policy(space, league, 1) : Policy(space, league, Kokkos::AUTO);
@@ -114,6 +119,55 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
         std::int64_t const r0 = k << shift;
         std::int64_t const n_rows = v - r0 < rows ? v - r0 : rows;
         std::int64_t const mine = n_rows > first ? (n_rows - first + step - 1) / step : 0;
+        if ((end - begin) * sparse_ratio < n_rows) {
+          // Sparse: few of the bucket's rows are hit (T much smaller than V). Rows
+          // no entry hits are written once, streamed; the hit rows are started in
+          // the gradient itself and the entries added there, in the same order as
+          // in scratch. A scratch pass would cost more than the fold.
+          Bits hit(team.team_scratch(1), (n_rows + 31) / 32);
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (n_rows + 31) / 32), [&](std::int64_t w) { hit(w) = 0; });
+          team.team_barrier();
+          Kokkos::single(Kokkos::PerTeam(team), [&]() {
+            for (std::int64_t j = begin; j < end; ++j) {
+              std::int64_t const row = entries(j) >> bucket_position_bits;
+              hit(row >> 5) |= std::uint32_t{1} << (row & 31);
+            }
+          });
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, mine), [&](std::int64_t i) {
+            std::int64_t const row = first + i * step, r = r0 + row;
+            if (has_counts) counts(r) = 0;
+            bool const keep = has_carry && r != padding_idx;
+            if (keep && in_place) return;  // already holds its carry
+            if (Tiles<ExecutionSpace>::host && ((hit(row >> 5) >> (row & 31)) & 1) == 0) {
+              if (keep)
+                stream_copy(&grad(r, 0), &carry(r, 0), d);
+              else
+                stream_zero(&grad(r, 0), d);
+            } else {
+              Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, d),
+                                   [&](std::int64_t c) { grad(r, c) = keep ? carry(r, c) : 0.0f; });
+            }
+          });
+          stream_fence();
+          team.team_barrier();
+          int flag = 0;
+          for (std::int64_t j = begin; j < end; ++j) {
+            std::int64_t const e = entries(j);
+            std::int64_t const row = e >> bucket_position_bits;
+            if (split && (row & (step - 1)) != first) continue;
+            std::int64_t const p = e & position_mask, r = r0 + row;
+            if (has_counts) Kokkos::single(Kokkos::PerTeam(team), [&]() { counts(r) += 1; });
+            bool const padding = r == padding_idx;  // its terms are checked, then dropped
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](std::int64_t c) {
+              float const x = dy(p, c);
+              flag |= non_finite(x);
+              if (!padding) grad(r, c) = grad(r, c) + x;
+            });
+          }
+          saw |= flag;
+          return;
+        }
         Scratch acc(team.team_scratch(1), n_rows * d);
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, mine), [&](std::int64_t i) {
           std::int64_t const row = first + i * step;

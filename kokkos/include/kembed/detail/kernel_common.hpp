@@ -88,6 +88,15 @@ KOKKOS_INLINE_FUNCTION void stream_copy(float* dst, float const* src, std::int64
 #endif
   for (; k < n; ++k) dst[k] = src[k];
 }
+// dst[0, n) = 0.0f, streamed as stream_copy.
+KOKKOS_INLINE_FUNCTION void stream_zero(float* dst, std::int64_t n) {
+  std::int64_t k = 0;
+#ifdef KEMBED_HOST_STREAM_STORES
+  for (; k < n && (reinterpret_cast<std::uintptr_t>(dst + k) & 15) != 0; ++k) dst[k] = 0.0f;
+  for (; k + 4 <= n; k += 4) _mm_stream_ps(dst + k, _mm_setzero_ps());
+#endif
+  for (; k < n; ++k) dst[k] = 0.0f;
+}
 KOKKOS_INLINE_FUNCTION void stream_fence() {
 #ifdef KEMBED_HOST_STREAM_STORES
   _mm_sfence();
