@@ -119,6 +119,28 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
         std::int64_t const r0 = k << shift;
         std::int64_t const n_rows = v - r0 < rows ? v - r0 : rows;
         std::int64_t const mine = n_rows > first ? (n_rows - first + step - 1) / step : 0;
+        // This team's entries in position order: each is counted, and add(row, c,
+        // x) gets its terms. The same thread owns column c at every entry (one
+        // range, one split), so each (row, column) sum is one thread's ascending loop.
+        int flag = 0;
+        auto const fold_entries = [&](auto const& add) {
+          for (std::int64_t j = begin; j < end; ++j) {
+            std::int64_t const e = entries(j);
+            std::int64_t const row = e >> bucket_position_bits;
+            if (split && (row & (step - 1)) != first) continue;
+            std::int64_t const p = e & position_mask;
+            if (j + 8 < end) {  // the dy row 8 entries on: its reads are scattered, not streamed
+              std::int64_t const ahead = entries(j + 8) & position_mask;
+              for (std::int64_t c = 0; c < d; c += 16) prefetch(&dy(ahead, c));
+            }
+            if (has_counts) Kokkos::single(Kokkos::PerTeam(team), [&]() { counts(r0 + row) += 1; });
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](std::int64_t c) {
+              float const x = dy(p, c);
+              flag |= non_finite(x);
+              add(row, c, x);
+            });
+          }
+        };
         if ((end - begin) * sparse_ratio < n_rows) {
           // Sparse: few of the bucket's rows are hit (T much smaller than V). Rows
           // no entry hits are written once, streamed; the hit rows are started in
@@ -151,20 +173,9 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
           });
           stream_fence();
           team.team_barrier();
-          int flag = 0;
-          for (std::int64_t j = begin; j < end; ++j) {
-            std::int64_t const e = entries(j);
-            std::int64_t const row = e >> bucket_position_bits;
-            if (split && (row & (step - 1)) != first) continue;
-            std::int64_t const p = e & position_mask, r = r0 + row;
-            if (has_counts) Kokkos::single(Kokkos::PerTeam(team), [&]() { counts(r) += 1; });
-            bool const padding = r == padding_idx;  // its terms are checked, then dropped
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](std::int64_t c) {
-              float const x = dy(p, c);
-              flag |= non_finite(x);
-              if (!padding) grad(r, c) = grad(r, c) + x;
-            });
-          }
+          fold_entries([&](std::int64_t row, std::int64_t c, float x) {
+            if (r0 + row != padding_idx) grad(r0 + row, c) = grad(r0 + row, c) + x;  // padding: checked, dropped
+          });
           saw |= flag;
           return;
         }
@@ -177,25 +188,7 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
           });
         });
         team.team_barrier();
-        int flag = 0;
-        for (std::int64_t j = begin; j < end; ++j) {
-          std::int64_t const e = entries(j);
-          std::int64_t const row = e >> bucket_position_bits;
-          if (split && (row & (step - 1)) != first) continue;
-          std::int64_t const p = e & position_mask;
-          if (j + 8 < end) {  // the dy row 8 entries on: its reads are scattered, not streamed
-            std::int64_t const ahead = entries(j + 8) & position_mask;
-            for (std::int64_t c = 0; c < d; c += 16) prefetch(&dy(ahead, c));
-          }
-          if (has_counts) Kokkos::single(Kokkos::PerTeam(team), [&]() { counts(r0 + row) += 1; });
-          // The same thread owns column c at every j (one range, one split), so
-          // the terms of each (row, column) are added by one thread, in order.
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](std::int64_t c) {
-            float const x = dy(p, c);
-            flag |= non_finite(x);
-            acc(row * d + c) = acc(row * d + c) + x;
-          });
-        }
+        fold_entries([&](std::int64_t row, std::int64_t c, float x) { acc(row * d + c) = acc(row * d + c) + x; });
         team.team_barrier();
         // Every gradient row written once, by streaming stores where the host has
         // them (the padding row's terms were summed, then dropped).
