@@ -73,11 +73,15 @@ TEST(Forward, StreamingStoresGiveTheSameBits) {
 TEST(Plans, AutoFollowsTheMeasuredRule) {
   using detail::auto_plan;
   std::int64_t const mib = 1 << 20, d = 16;  // 64-byte rows: n rows of 16 floats = n * 64 bytes
-  // One thread: scan while the gradient and dy are both at most 64 MiB; else bucket.
-  EXPECT_EQ(auto_plan(true, 1, mib, d, mib), Plan::scan);
-  EXPECT_EQ(auto_plan(true, 1, mib + 1, d, 1000), Plan::bucket);
-  EXPECT_EQ(auto_plan(true, 1, 1000, d, mib + 1), Plan::bucket);
-  EXPECT_EQ(auto_plan(true, 1, 1000, d, std::int64_t{1} << 62), Plan::bucket);  // no overflow
+  // One thread: scan up to 32 MiB of gradient, or up to 256 MiB when dy is over
+  // 256 MiB; else bucket.
+  EXPECT_EQ(auto_plan(true, 1, mib / 2, d, 1), Plan::scan);
+  EXPECT_EQ(auto_plan(true, 1, mib / 2, d, std::int64_t{1} << 62), Plan::scan);  // no overflow
+  EXPECT_EQ(auto_plan(true, 1, mib / 2 + 1, d, 4 * mib), Plan::bucket);
+  EXPECT_EQ(auto_plan(true, 1, mib / 2 + 1, d, 4 * mib + 1), Plan::scan);
+  EXPECT_EQ(auto_plan(true, 1, 4 * mib, d, 4 * mib + 1), Plan::scan);
+  EXPECT_EQ(auto_plan(true, 1, 4 * mib + 1, d, 4 * mib + 1), Plan::bucket);
+  EXPECT_EQ(auto_plan(true, 1, std::int64_t{1} << 62, d, std::int64_t{1} << 62), Plan::bucket);
   // 2-4 threads: sort up to 2 MiB of gradient and 16 MiB of dy; else bucket.
   for (std::int64_t threads : {2, 4}) {
     EXPECT_EQ(auto_plan(true, threads, mib / 32, d, mib / 4), Plan::sort);

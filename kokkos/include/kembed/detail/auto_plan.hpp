@@ -10,17 +10,20 @@ namespace kembed::detail {
 
 struct AutoThresholds {
   // One thread.
-  static constexpr std::int64_t scan_one_thread = std::int64_t{64} << 20;
+  static constexpr std::int64_t scan_gradient = std::int64_t{32} << 20;
+  static constexpr std::int64_t scan_large_dy = std::int64_t{256} << 20;
+  static constexpr std::int64_t scan_large_dy_gradient = std::int64_t{256} << 20;
   // Several threads.
   static constexpr std::int64_t small_gradient = std::int64_t{2} << 20;
   static constexpr std::int64_t sort_dy = std::int64_t{16} << 20;
 };
 
 // On host backends (sizes in bytes):
-// - one thread: `scan` while the gradient and dy are both at most 64 MiB (one
-//   pass, nothing to sort), else `bucket`. It picked within 10% of the fastest plan
-//   at 61 and 57 of 72 points in the last OpenMP-1 and Serial runs, short of the
-//   issue's 90%: docs/PERFORMANCE.md has a better-fitting rule still to confirm;
+// - one thread: `scan` (one pass, nothing to sort) while the gradient is at most
+//   32 MiB, and also when dy exceeds 256 MiB and the gradient is at most 256 MiB
+//   (there the bucket plan's scattered dy reads cost more than the scan's gradient
+//   updates); else `bucket`. Fitted on three earlier runs, then confirmed on fresh
+//   ones (docs/PERFORMANCE.md);
 // - 2-4 threads: `sort` while the gradient is at most 2 MiB and dy at most 16 MiB
 //   (a small histogram, and dy's random reads hit cache); else `bucket` (its
 //   updates stay in cache, each gradient row is written once, and a hot bucket's
@@ -35,7 +38,11 @@ inline Plan auto_plan(bool host, std::int64_t threads, std::int64_t v, std::int6
   std::int64_t const row_bytes = d * std::int64_t(sizeof(float));
   // rows * row_bytes <= bytes, without forming a product that could overflow.
   auto const at_most = [&](std::int64_t rows, std::int64_t bytes) { return rows <= bytes / row_bytes; };
-  if (threads <= 1) return at_most(v, K::scan_one_thread) && at_most(t, K::scan_one_thread) ? Plan::scan : Plan::bucket;
+  if (threads <= 1) {
+    bool const scan = at_most(v, K::scan_gradient) ||
+                      (!at_most(t, K::scan_large_dy) && at_most(v, K::scan_large_dy_gradient));
+    return scan ? Plan::scan : Plan::bucket;
+  }
   if (!at_most(v, K::small_gradient)) return Plan::bucket;
   if (threads <= 4) return at_most(t, K::sort_dy) ? Plan::sort : Plan::bucket;
   return resolve_plan(Plan::automatic, v, t);
