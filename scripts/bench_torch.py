@@ -26,6 +26,9 @@ import numpy as np
 import torch
 
 
+ALL_CPUS = set(range(os.cpu_count()))
+
+
 def zipf_ids(rng, v, t, s=1.1):
     w = 1.0 / np.arange(1, v + 1, dtype=np.float64) ** s
     cdf = np.cumsum(w)
@@ -85,8 +88,11 @@ def main():
                         cmd = [a.bench, "--inputs", str(work), "--rows", str(v), "--dim", str(d), "--positions", str(t),
                                "--backend", "openmp", "--threads", str(threads)]
                         env = {k: val for k, val in os.environ.items() if k != "OMP_WAIT_POLICY"}
-                        ours = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True,
-                                                         env=env).stdout)
+                        # With OMP_PROC_BIND set, torch's OpenMP runtime pins this process's
+                        # thread to one CPU and a child inherits that mask: kembed's "2
+                        # threads" then shared one core. The child gets every CPU back.
+                        ours = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env,
+                                                         preexec_fn=lambda: os.sched_setaffinity(0, ALL_CPUS)).stdout)
                         torch.set_num_threads(threads)
                         holder = {}
 
