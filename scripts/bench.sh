@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the benchmark grid (bench/kembed_bench.cpp) on Serial and on OpenMP with 1
 # and 2 threads, then draws the plots and tables of docs/PERFORMANCE.md.
-#   scripts/bench.sh            the whole grid on the three (about 25 minutes on 2 cores)
+#   scripts/bench.sh            the whole grid on the three (about 15 minutes on 2 cores)
 #   scripts/bench.sh --quick    a subset, OpenMP with 2 threads only (under a minute)
 # Results: bench/results/*.csv, docs/images/perf-*.png, bench/results/summary.md.
 set -euo pipefail
