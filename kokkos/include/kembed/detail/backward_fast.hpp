@@ -3,7 +3,7 @@
 // backend runs them. On a parallel backend the bits may change from run to run;
 // on Serial the order is ascending and the bits equal mode `identical`. With one
 // thread there is nothing to race: plain adds in the same order, measured 10x
-// (Serial) and 2.5x (OpenMP, 1 thread) faster than a compare-and-swap per term at
+// (Serial) and 2.5-3.5x (OpenMP, 1 thread) faster than a compare-and-swap per term at
 // V = 1e3, d = 512, T = 1e6.
 #include <kembed/detail/kernel_common.hpp>
 
