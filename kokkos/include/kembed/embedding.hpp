@@ -21,6 +21,7 @@
 #include <kembed/detail/row_index.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -293,8 +294,10 @@ class Embedding {
     Plan plan = config_.mode == Mode::identical ? plan_for(space, t) : Plan::sort;
     if (plan == Plan::bucket && t >= detail::bucket_max_positions) plan = Plan::sort;
     // Which copy of the host folds runs (same bits either way); named for tools.
+    // Mode fast has no copies, so no region (its KEMBED_HOST_ISA is still checked).
     detail::HostIsa const isa = detail::Tiles<ExecutionSpace>::host ? detail::host_isa() : detail::HostIsa::baseline;
-    detail::ScopedRegion isa_region(std::string("kembed::host_isa[") + detail::name(isa) + "]");
+    std::optional<detail::ScopedRegion> isa_region;
+    if (config_.mode != Mode::fast) isa_region.emplace(std::string("kembed::host_isa[") + detail::name(isa) + "]");
     bool saw_non_finite = false;
     if (config_.mode == Mode::fast) {
       detail::ScopedRegion region("kembed::backward[fast]");
