@@ -130,14 +130,15 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
         int flag = 0;
         auto const fold_entries = [&](auto const& add) {
           for (std::int64_t j = begin; j < end; ++j) {
+            if (j + prefetch_rows < end) {  // dy reads are scattered, not streamed: fetch ahead
+              std::int64_t const next = entries(j + prefetch_rows);
+              if (!split || ((next >> bucket_position_bits) & (step - 1)) == first)  // only rows it folds
+                for (std::int64_t c = 0; c < d; c += 16) prefetch(&dy(next & position_mask, c));
+            }
             std::int64_t const e = entries(j);
             std::int64_t const row = e >> bucket_position_bits;
             if (split && (row & (step - 1)) != first) continue;
             std::int64_t const p = e & position_mask;
-            if (j + 8 < end) {  // the dy row 8 entries on: its reads are scattered, not streamed
-              std::int64_t const ahead = entries(j + 8) & position_mask;
-              for (std::int64_t c = 0; c < d; c += 16) prefetch(&dy(ahead, c));
-            }
             if (has_counts) Kokkos::single(Kokkos::PerTeam(team), [&]() { counts(r0 + row) += 1; });
             Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](std::int64_t c) {
               float const x = dy(p, c);

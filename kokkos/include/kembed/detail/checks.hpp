@@ -7,6 +7,14 @@
 
 namespace kembed::detail {
 
+// Throws the error for ids(first), the first id outside [0, num_embeddings).
+template <class IdView>
+[[noreturn]] void throw_bad_id(IdView const& ids, std::int64_t first, std::int64_t num_embeddings) {
+  typename IdView::non_const_value_type value{};
+  Kokkos::deep_copy(value, Kokkos::subview(ids, first));
+  throw_id_out_of_range("ids", first, static_cast<std::int64_t>(value), num_embeddings);
+}
+
 template <class ExecutionSpace, class IdView>
 void check_ids(ExecutionSpace const& space, IdView const& ids, std::int64_t num_embeddings) {
   std::int64_t const n = ids.extent(0);
@@ -18,10 +26,7 @@ void check_ids(ExecutionSpace const& space, IdView const& ids, std::int64_t num_
         if ((r < 0 || r >= num_embeddings) && p < lowest) lowest = p;
       },
       Kokkos::Min<std::int64_t>(first));
-  if (first >= n) return;
-  typename IdView::non_const_value_type value{};
-  Kokkos::deep_copy(value, Kokkos::subview(ids, first));
-  throw_id_out_of_range("ids", first, static_cast<std::int64_t>(value), num_embeddings);
+  if (first < n) throw_bad_id(ids, first, num_embeddings);
 }
 
 // A (rows, cols) matrix named `argument`; `row_name` words the error ("position", "row").
@@ -31,10 +36,19 @@ void check_finite(ExecutionSpace const& space, Matrix const& m, char const* argu
   std::int64_t const n = static_cast<std::int64_t>(m.extent(0)) * cols;
   if (n == 0) return;
   std::int64_t first = n;
+  // Row by row, so the common case (nothing bad) is one vectorised OR per row; a
+  // division per element made this 10x slower than the read (213 ms for 512 MB).
   Kokkos::parallel_reduce(
-      "kembed::check_finite", Range<ExecutionSpace>(space, 0, n),
-      KOKKOS_LAMBDA(std::int64_t i, std::int64_t & lowest) {
-        if (!is_finite(m(i / cols, i % cols)) && i < lowest) lowest = i;
+      "kembed::check_finite", Range<ExecutionSpace>(space, 0, m.extent(0)),
+      KOKKOS_LAMBDA(std::int64_t r, std::int64_t & lowest) {
+        int bad = 0;
+        for (std::int64_t c = 0; c < cols; ++c) bad |= non_finite(m(r, c));
+        if (bad == 0) return;
+        for (std::int64_t c = 0; c < cols; ++c)
+          if (!is_finite(m(r, c))) {
+            if (r * cols + c < lowest) lowest = r * cols + c;
+            break;
+          }
       },
       Kokkos::Min<std::int64_t>(first));
   if (first >= n) return;
