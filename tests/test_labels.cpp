@@ -62,6 +62,7 @@ TEST_F(Labels, KernelsAndRegionsAreNamedKembed) {
       layer.backward(IdsRef(ids), FloatsRef(dy.data(), Shape{t, d}), FloatsRef(g.values.data(), Shape{v, d}));
       layer.counts(IdsRef(ids));
     }
+  make_matrix(TEST_EXECSPACE(), "kembed::dy", 3, 2);
   for (auto const& name : kernels()) {
     // Kokkos' own kernels (view initialisation, deep copies) keep Kokkos' names.
     if (name.rfind("Kokkos::", 0) == 0) continue;
@@ -72,7 +73,7 @@ TEST_F(Labels, KernelsAndRegionsAreNamedKembed) {
         "kembed::backward_sort::histogram", "kembed::backward_sort::offsets", "kembed::backward_sort::scatter",
         "kembed::backward_bucket::histogram", "kembed::backward_bucket::offsets", "kembed::backward_bucket::scatter",
         "kembed::backward_bucket::busiest", "kembed::backward_bucket::fold", "kembed::backward_fold",
-        "kembed::backward_fold_pairwise", "kembed::backward_fast", "kembed::counts"})
+        "kembed::backward_fold_pairwise", "kembed::backward_fast", "kembed::counts", "kembed::make_matrix"})
     EXPECT_EQ(kernels().count(want), 1u) << "kernel never seen: " << want;
   for (char const* want : {"kembed::forward", "kembed::backward[identical,scan]", "kembed::backward[identical,sort]",
                            "kembed::backward[identical,bucket]",

@@ -8,7 +8,9 @@
 #include <kembed/embedding.hpp>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <limits>
 
@@ -47,6 +49,87 @@ TEST(Forward, GathersRowsBitForBitFromInt32AndInt64Ids) {
   EXPECT_TRUE(same_bits(layer.forward(IdsRef(ids64)), want));
   EXPECT_TRUE(same_bits(layer.forward(IdsRef(ids32.data(), Shape{40, 100})), want));
   EXPECT_EQ(test::bits_of(layer.forward(IdsRef(ids64))[3]), 0x80000000u);
+}
+
+// Every id is checked before y is written, whether the host checks them on the
+// calling thread (up to detail::forward_inline_check ids) or in a parallel pass:
+// the error names the first bad position and y keeps every bit.
+TEST(Forward, BadIdsAreNamedAndWriteNothing) {
+  std::int64_t const v = 40, d = 5;
+  auto const table = test::table_for(v, d);
+  Layer layer(v, d, FloatsRef(table.data(), Shape{v, d}));
+  std::int64_t const inline_max = detail::forward_inline_check;
+  for (std::int64_t t : {std::int64_t{3}, inline_max, inline_max + 1, 3 * inline_max})
+    for (std::int64_t bad : {std::int64_t{-1}, v, std::int64_t{1} << 40}) {
+      SCOPED_TRACE("T = " + std::to_string(t) + ", bad id " + std::to_string(bad));
+      auto ids = synthetic::uniform_ids(v, t, 5);
+      std::int64_t const at = t - 2;  // near the end: the last thread's part
+      ids[at] = bad;
+      ids[t - 1] = -7;  // a later bad id is not the one reported
+      auto const ids_d = Kokkos::create_mirror_view_and_copy(
+          typename Layer::memory_space(),
+          Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(ids.data(), t));
+      auto const before = test::table_for(t, d, 9);
+      typename Layer::matrix_type y("y", t, d);
+      Kokkos::deep_copy(y, Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace,
+                                        Kokkos::MemoryUnmanaged>(before.data(), t, d));
+      try {
+        layer.forward(TEST_EXECSPACE(), ids_d, y);
+        ADD_FAILURE() << "no error";
+      } catch (IdOutOfRange const& e) {
+        std::string const want =
+            "ids holds " + std::to_string(bad) + " at position " + std::to_string(at) + ", outside [0, 40)";
+        EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+      }
+      auto const y_h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
+      EXPECT_TRUE(same_bits(std::vector<float>(y_h.data(), y_h.data() + t * d), before));
+    }
+}
+
+// kembed::make_matrix: zeroed, shaped, labelled; negative extents refused. On Linux
+// the buffer's pages are advised for huge pages (the mapping says "hg"), which is
+// what makes the forward's random row reads faster; whether the system grants them
+// is its business, so the advice is what is tested.
+TEST(MakeMatrix, ZeroedLabelledAndAdvisedForHugePages) {
+  TEST_EXECSPACE space;
+  std::int64_t const rows = 1 << 16, cols = 130;  // 33 MiB
+  auto const m = make_matrix(space, "kembed::test_matrix", rows, cols);
+  EXPECT_EQ(m.label(), "kembed::test_matrix");
+  ASSERT_EQ(std::int64_t(m.extent(0)), rows);
+  ASSERT_EQ(std::int64_t(m.extent(1)), cols);
+  auto const h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m);
+  std::int64_t nonzero_bits = 0;
+  for (std::int64_t i = 0; i < rows * cols; ++i) nonzero_bits += test::bits_of(h.data()[i]) != 0u;
+  EXPECT_EQ(nonzero_bits, 0);
+  auto const empty = make_matrix(space, "kembed::empty", 0, 4);
+  EXPECT_EQ(empty.size(), 0u);
+  try {
+    make_matrix(space, "kembed::bad", 3, -1);
+    ADD_FAILURE() << "no error for a negative extent";
+  } catch (InvalidArgument const& e) {
+    EXPECT_NE(std::string(e.what()).find("make_matrix(3, -1): the extents must not be negative"), std::string::npos)
+        << e.what();
+  }
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (!std::is_same<typename Layer::memory_space, Kokkos::HostSpace>::value) return;
+  // The mapping that holds the matrix's first whole 2 MiB page.
+  auto const page = 2ull << 20;
+  auto const inside = (reinterpret_cast<unsigned long long>(m.data()) + page) & ~(page - 1);
+  std::ifstream smaps("/proc/self/smaps");
+  ASSERT_TRUE(smaps) << "no /proc/self/smaps";
+  std::string line, flags;
+  bool in_mapping = false;
+  while (std::getline(smaps, line)) {
+    unsigned long long lo = 0, hi = 0;  // a mapping's first line: "lo-hi perms ..."
+    if (std::sscanf(line.c_str(), "%llx-%llx ", &lo, &hi) == 2) {
+      in_mapping = lo <= inside && inside < hi;
+    } else if (in_mapping && line.rfind("VmFlags:", 0) == 0) {
+      flags = line;
+      break;
+    }
+  }
+  EXPECT_NE((flags + " ").find(" hg "), std::string::npos) << "the matrix's mapping: " << flags;
+#endif
 }
 
 // The host's streaming-store path runs only for outputs of 128 MiB and more: here

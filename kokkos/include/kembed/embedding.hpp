@@ -18,6 +18,7 @@
 #include <kembed/detail/checks.hpp>
 #include <kembed/detail/fold.hpp>
 #include <kembed/detail/forward.hpp>
+#include <kembed/detail/memory.hpp>
 #include <kembed/detail/row_index.hpp>
 
 #include <cstdint>
@@ -118,7 +119,7 @@ class Embedding {
     auto const t = check_ids_shape(ids.shape());
     std::vector<float> y(static_cast<std::size_t>(checked_mul(t, config_.embedding_dim, "y")));
     with_device_ids(ids, [&](auto const& device_ids) {
-      matrix_type out(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::y"), t, config_.embedding_dim);
+      auto const out = detail::uninitialized_matrix(space_, "kembed::y", t, config_.embedding_dim);
       forward(space_, device_ids, out);
       Kokkos::deep_copy(space_, host_matrix(y.data(), t, config_.embedding_dim), out);
       space_.fence();
@@ -150,7 +151,7 @@ class Embedding {
     auto const dy_d = Kokkos::create_mirror_view_and_copy(memory_space(), host_const_matrix(dy.data, t, d));
     const_matrix_type carry_d;
     if (has_carry) carry_d = Kokkos::create_mirror_view_and_copy(memory_space(), host_const_matrix(carry.data, v, d));
-    matrix_type grad(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::gradient"), v, d);
+    auto const grad = detail::uninitialized_matrix(space_, "kembed::gradient", v, d);
     counts_type counts(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::counts"), v);
     with_device_ids(ids, [&](auto const& device_ids) {
       backward(space_, device_ids, dy_d, grad, carry_d, counts);
@@ -219,8 +220,8 @@ class Embedding {
     auto const n = config_.num_embeddings * config_.embedding_dim;
     auto const bad = first_non_finite(weight.data, n);
     if (bad < n) throw_non_finite("weight", bad, weight.data[bad], config_.embedding_dim, "row");
-    matrix_type table(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::weight"), config_.num_embeddings,
-                      config_.embedding_dim);
+    auto const table =
+        detail::uninitialized_matrix(space_, "kembed::weight", config_.num_embeddings, config_.embedding_dim);
     Kokkos::deep_copy(space_, table, host_const_matrix(weight.data, config_.num_embeddings, config_.embedding_dim));
     space_.fence();
     return table;
@@ -228,8 +229,8 @@ class Embedding {
 
   matrix_type copy_table(const_matrix_type const& weight) const {
     detail::check_finite(space_, weight, "weight", "row");
-    matrix_type table(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::weight"), config_.num_embeddings,
-                      config_.embedding_dim);
+    auto const table =
+        detail::uninitialized_matrix(space_, "kembed::weight", config_.num_embeddings, config_.embedding_dim);
     Kokkos::deep_copy(space_, table, weight);
     space_.fence();
     return table;
@@ -258,9 +259,8 @@ class Embedding {
   void forward_impl(ExecutionSpace const& space, IdView const& ids, matrix_type const& y) const {
     check_ids_shape(Shape{std::int64_t(ids.extent(0))});
     check_matrix("y", y, ids.extent(0), config_.embedding_dim, "ids.size(), embedding_dim");
-    detail::check_ids(space, ids, config_.num_embeddings);
     detail::ScopedRegion region("kembed::forward");
-    detail::forward(space, ids, weight_, y);
+    detail::forward(space, ids, weight_, y);  // checks the ids first
   }
 
   template <class IdView>
@@ -345,5 +345,25 @@ class Embedding {
   ExecutionSpace space_;
   matrix_type weight_;
 };
+
+// A zeroed (rows, cols) matrix in the space's memory, for dy, y or a gradient.
+// On Linux hosts it is backed by transparent huge pages where the system allows:
+// the forward and the bucket plan read rows in random order, and with 4 KiB pages
+// most of those reads miss the TLB (docs/PERFORMANCE.md). The zero fill runs on
+// `space`, so each thread touches its own pages first.
+template <class ExecutionSpace>
+typename Embedding<ExecutionSpace>::matrix_type make_matrix(ExecutionSpace const& space, std::string const& label,
+                                                            std::int64_t rows, std::int64_t cols) {
+  if (rows < 0 || cols < 0)
+    throw InvalidArgument("shape", "make_matrix(" + std::to_string(rows) + ", " + std::to_string(cols) +
+                                       "): the extents must not be negative");
+  auto const m = detail::uninitialized_matrix(space, label, rows, cols);
+  Kokkos::parallel_for(
+      "kembed::make_matrix", detail::Range<ExecutionSpace>(space, 0, rows), KOKKOS_LAMBDA(std::int64_t r) {
+        for (std::int64_t c = 0; c < cols; ++c) m(r, c) = 0.0f;
+      });
+  space.fence();
+  return m;
+}
 
 }  // namespace kembed
