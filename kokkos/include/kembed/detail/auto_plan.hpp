@@ -16,9 +16,7 @@ struct AutoThresholds {
   // Several threads.
   static constexpr std::int64_t small_gradient = std::int64_t{2} << 20;
   static constexpr std::int64_t scan_tiny_dy = std::int64_t{256} << 10;
-  static constexpr std::int64_t sort_dy = std::int64_t{16} << 20;
-  static constexpr std::int64_t scan_huge_dy = std::int64_t{1} << 30;
-  static constexpr std::int64_t scan_huge_dy_gradient = std::int64_t{256} << 20;
+  static constexpr std::int64_t sort_dy = std::int64_t{64} << 20;
 };
 
 // On host backends (sizes in bytes):
@@ -28,13 +26,12 @@ struct AutoThresholds {
 //   updates); else `bucket`. Fitted on three earlier runs, then confirmed on fresh
 //   ones (docs/PERFORMANCE.md);
 // - 2-4 threads, gradient at most 2 MiB: `scan` while dy is at most 256 KiB (one
-//   launch, no sort: a few microseconds), `sort` up to 16 MiB of dy (a small
+//   launch, no sort: a few microseconds), `sort` up to 64 MiB of dy (a small
 //   histogram, and dy's random reads hit cache);
-// - 2-4 threads otherwise: `scan` when dy exceeds 1 GiB and the gradient is at
-//   most 256 MiB (it streams dy, where the bucket plan reads it scattered), else
-//   `bucket` (its updates stay in cache, each gradient row is written once, and a
-//   hot bucket's rows are shared out, where the scan re-reads every id on every
-//   thread);
+// - 2-4 threads otherwise: `bucket` (its updates stay in cache, each gradient row
+//   is written once, and a hot bucket's rows are shared out, where the scan
+//   re-reads every id on every thread). The scan past 1 GiB of dy, which this rule
+//   had until dy's rows were prefetched into L2, now loses to it by 1.1-1.3x;
 // - past 4 threads: `bucket` for gradients over 2 MiB, and the contract's V * T
 //   rule below that, until measured.
 // A device backend sorts: the scan reads the ids once per block, and the bucket
@@ -55,7 +52,7 @@ inline Plan auto_plan(bool host, std::int64_t threads, std::int64_t v, std::int6
     if (at_most(t, K::scan_tiny_dy)) return Plan::scan;
     if (at_most(t, K::sort_dy)) return Plan::sort;
   }
-  return !at_most(t, K::scan_huge_dy) && at_most(v, K::scan_huge_dy_gradient) ? Plan::scan : Plan::bucket;
+  return Plan::bucket;
 }
 
 }  // namespace kembed::detail
