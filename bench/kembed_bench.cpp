@@ -275,11 +275,14 @@ int inputs(std::string const& dir, long long v, long long d, long long t) {
   typename Layer::ids64_type ids = Kokkos::create_mirror_view_and_copy(
       typename Space::memory_space(),
       Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(ids_h.data(), t));
-  typename Layer::const_matrix_type dy = Kokkos::create_mirror_view_and_copy(
-      typename Space::memory_space(),
-      Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(dy_h.data(), t, d));
+  // kembed's buffers as a kembed user would hold them (make_matrix: huge pages
+  // advised); torch's inputs are numpy arrays, which numpy advises the same way.
+  auto const dy_m = kembed::make_matrix(space, "dy", t, d);
+  Kokkos::deep_copy(dy_m, Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                              dy_h.data(), t, d));
+  typename Layer::const_matrix_type const dy = dy_m;
   Layer layer(space, v, d, kembed::FloatsRef(table_h.data(), kembed::Shape{v, d}));
-  typename Layer::matrix_type y("y", t, d), grad("grad", v, d);
+  auto const y = kembed::make_matrix(space, "y", t, d), grad = kembed::make_matrix(space, "grad", v, d);
   double const fwd = best_seconds([&] {
     layer.forward(space, ids, y);
     space.fence();
