@@ -251,16 +251,15 @@ int grid(bool quick, std::string const& csv, long long only_v, long long only_d,
   return 0;
 }
 
+// Reads n values of T from a raw little-endian file into out[0, n).
 template <class T>
-std::vector<T> read_raw(std::string const& path, std::size_t n) {
-  std::vector<T> out(n);
+void read_raw(std::string const& path, T* out, std::size_t n) {
   std::ifstream in(path, std::ios::binary);
-  in.read(reinterpret_cast<char*>(out.data()), std::streamsize(n * sizeof(T)));
+  in.read(reinterpret_cast<char*>(out), std::streamsize(n * sizeof(T)));
   if (!in) {
     std::fprintf(stderr, "kembed-bench: %s holds fewer than %zu values\n", path.c_str(), n);
     std::exit(2);
   }
-  return out;
 }
 
 // One batch from raw little-endian files (ids.i64, dy.f32, table.f32): forward and
@@ -269,19 +268,24 @@ template <class Space>
 int inputs(std::string const& dir, long long v, long long d, long long t) {
   using Layer = kembed::Embedding<Space>;
   Space space;
-  auto const ids_h = read_raw<std::int64_t>(dir + "/ids.i64", std::size_t(t));
-  auto const dy_h = read_raw<float>(dir + "/dy.f32", std::size_t(t * d));
-  auto const table_h = read_raw<float>(dir + "/table.f32", std::size_t(v * d));
+  std::vector<std::int64_t> ids_h(static_cast<std::size_t>(t));
+  read_raw(dir + "/ids.i64", ids_h.data(), ids_h.size());
   typename Layer::ids64_type ids = Kokkos::create_mirror_view_and_copy(
       typename Space::memory_space(),
       Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(ids_h.data(), t));
   // kembed's buffers as a kembed user would hold them (make_matrix: huge pages
   // advised); torch's inputs are numpy arrays, which numpy advises the same way.
+  // dy is read straight into its buffer: at V = T = 1e6, d = 512 the job and the
+  // torch script's arrays already fill most of the machine's 24 GiB.
   auto const dy_m = kembed::make_matrix(space, "dy", t, d);
-  Kokkos::deep_copy(dy_m, Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
-                              dy_h.data(), t, d));
+  auto const dy_h = Kokkos::create_mirror_view(dy_m);
+  read_raw(dir + "/dy.f32", dy_h.data(), dy_h.size());
+  Kokkos::deep_copy(dy_m, dy_h);
   typename Layer::const_matrix_type const dy = dy_m;
+  std::vector<float> table_h(static_cast<std::size_t>(v * d));
+  read_raw(dir + "/table.f32", table_h.data(), table_h.size());
   Layer layer(space, v, d, kembed::FloatsRef(table_h.data(), kembed::Shape{v, d}));
+  std::vector<float>().swap(table_h);  // the layer holds its own copy
   auto const y = kembed::make_matrix(space, "y", t, d), grad = kembed::make_matrix(space, "grad", v, d);
   double const fwd = best_seconds([&] {
     layer.forward(space, ids, y);
