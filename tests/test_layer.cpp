@@ -52,13 +52,13 @@ TEST(Forward, GathersRowsBitForBitFromInt32AndInt64Ids) {
 }
 
 // Every id is checked before y is written, whether the host checks them on the
-// calling thread (up to detail::forward_inline_check ids) or in a parallel pass:
+// calling thread (up to detail::inline_id_check ids) or in a parallel pass:
 // the error names the first bad position and y keeps every bit.
 TEST(Forward, BadIdsAreNamedAndWriteNothing) {
   std::int64_t const v = 40, d = 5;
   auto const table = test::table_for(v, d);
   Layer layer(v, d, FloatsRef(table.data(), Shape{v, d}));
-  std::int64_t const inline_max = detail::forward_inline_check;
+  std::int64_t const inline_max = detail::inline_id_check;
   for (std::int64_t t : {std::int64_t{3}, inline_max, inline_max + 1, 3 * inline_max})
     for (std::int64_t bad : {std::int64_t{-1}, v, std::int64_t{1} << 40}) {
       SCOPED_TRACE("T = " + std::to_string(t) + ", bad id " + std::to_string(bad));

@@ -13,10 +13,6 @@ namespace kembed::detail {
 // faster, was even at 51 MB, and slower at 6-64 MB, which the cache still holds.
 inline constexpr std::int64_t forward_stream_bytes = std::int64_t{128} << 20;
 
-// Up to this many ids in host memory are checked by the calling thread: a parallel
-// reduction's launch (1.2 us on 2 cores) costs more than reading 8192 ids.
-inline constexpr std::int64_t forward_inline_check = 8192;
-
 // Throws kembed::IdOutOfRange (nothing written) if an id is outside [0, V).
 template <class ExecutionSpace, class IdView, class Table, class Out>
 void forward(ExecutionSpace const& space, IdView const& ids, Table const& weight, Out const& y,
@@ -24,28 +20,17 @@ void forward(ExecutionSpace const& space, IdView const& ids, Table const& weight
   static_assert(std::is_same<typename Out::array_layout, Kokkos::LayoutRight>::value &&
                     std::is_same<typename Table::array_layout, Kokkos::LayoutRight>::value,
                 "kembed::detail::forward copies whole rows: the table and y must be LayoutRight");
-  static_assert(!std::is_same<typename IdView::array_layout, Kokkos::LayoutStride>::value,
-                "kembed::detail::forward reads the ids as one contiguous array");
   std::int64_t const v = weight.extent(0);
   std::int64_t const d = weight.extent(1);
   std::int64_t const t = ids.extent(0);
+  check_ids(space, ids, v);
   if (!Tiles<ExecutionSpace>::host) {
-    check_ids(space, ids, v);
     Kokkos::parallel_for(
         "kembed::forward", Range<ExecutionSpace>(space, 0, t), KOKKOS_LAMBDA(std::int64_t p) {
           auto const r = static_cast<std::int64_t>(ids(p));
           for (std::int64_t c = 0; c < d; ++c) y(p, c) = weight(r, c);
         });
     return;
-  }
-  if (t <= forward_inline_check) {
-    space.fence();  // the ids may still be being written on `space`
-    auto const* const first = ids.data();
-    int bad = 0;  // one unsigned compare per id (a negative id wraps past V): vectorises
-    for (std::int64_t p = 0; p < t; ++p) bad |= static_cast<std::uint64_t>(std::int64_t(first[p])) >= std::uint64_t(v);
-    if (bad) check_ids(space, ids, v);  // finds the first and throws
-  } else {
-    check_ids(space, ids, v);
   }
   // Host: blocks of positions; each fetches the row prefetch_rows positions ahead
   // (the reads are random rows, which no hardware prefetcher predicts) and, for

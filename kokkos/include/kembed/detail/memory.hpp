@@ -12,7 +12,8 @@
 
 namespace kembed::detail {
 
-// Buffers at least this large are advised for transparent huge pages.
+// The transparent huge page size on x86-64 Linux; buffers smaller than two of
+// them hold no whole aligned page worth advising.
 inline constexpr std::size_t huge_page_bytes = std::size_t{2} << 20;
 
 // Asks Linux to back [data, data + bytes) with 2 MiB pages where it can. The forward
