@@ -3,7 +3,8 @@
 # and 2 threads, then draws the plots and tables of docs/PERFORMANCE.md.
 #   scripts/bench.sh            the whole grid on the three (about 15 minutes on 2 cores)
 #   scripts/bench.sh --quick    a subset, OpenMP with 2 threads only (under a minute)
-# Results: bench/results/*.csv, docs/images/perf-*.png, bench/results/summary.md.
+# Results: bench/results/*.csv (ceilings.csv: kembed-ceilings, the bare access
+# patterns), docs/images/perf-*.png, bench/results/summary.md.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 quick=${1:-}
@@ -20,6 +21,13 @@ else
   "$bench" --backend openmp --threads 2 --csv "$out/openmp-2.csv"
   "$bench" --backend openmp --threads 1 --csv "$out/openmp-1.csv"
   "$bench" --backend serial --csv "$out/serial.csv"
+  # The access patterns themselves, without kembed (docs/PERFORMANCE.md, "ceilings").
+  # Sizes as the grid's T = 1e6 points: d = 128 (512 MB of dy) and d = 512 (2 GB).
+  rm -f "$out/ceilings.csv"
+  for threads in 2 1; do
+    "$here/build/openmp/bench/kembed-ceilings" --threads $threads --row-bytes 512 --mib 512 --csv "$out/ceilings.csv"
+    "$here/build/openmp/bench/kembed-ceilings" --threads $threads --row-bytes 2048 --mib 2048 --csv "$out/ceilings.csv"
+  done
 fi
 venv=${KEMBED_CACHE:-$HOME/.cache/kembed}/venv
 "$venv/bin/python" -c "import matplotlib" 2>/dev/null || "$venv/bin/pip" install -q matplotlib

@@ -14,7 +14,7 @@ results, images = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 images.mkdir(parents=True, exist_ok=True)
 rows = []
 for f in sorted(results.glob("*.csv")):
-    if f.name.startswith("torch"):  # scripts/bench_torch.py writes these
+    if f.name.startswith(("torch", "ceilings")):  # bench_torch.py's, and kembed-ceilings' (below)
         continue
     with open(f) as fh:
         rows += list(csv.DictReader(fh))
@@ -141,3 +141,16 @@ if torch_csv.exists():
         for r in slower:
             print(f"| {int(r['V']):g} | {r['d']} | {int(r['T']):g} | {r['ids']} | {r['threads']} | "
                   f"{r['kembed_backward'] * 1e3:.3g} | {r['torch_backward'] * 1e3:.3g} | {r['plan_used']} |")
+
+# The bare access patterns (kembed-ceilings, run by bench.sh after the grid).
+ceilings_csv = results / "ceilings.csv"
+if ceilings_csv.exists():
+    with open(ceilings_csv) as fh:
+        cr = list(csv.DictReader(fh))
+    print("\nThe access patterns without kembed (kembed-ceilings), fraction of the memcpy bound (ms):\n")
+    print("| threads | row bytes | MiB | " + " | ".join(dict.fromkeys(r["pattern"] for r in cr)) + " |")
+    print("| --- | --- | --- | " + " | ".join("---" for _ in dict.fromkeys(r["pattern"] for r in cr)) + " |")
+    for key in dict.fromkeys((r["threads"], r["row_bytes"], r["mib"]) for r in cr):
+        got = [r for r in cr if (r["threads"], r["row_bytes"], r["mib"]) == key]
+        print(f"| {key[0]} | {key[1]} | {key[2]} | " + " | ".join(
+            f"{float(r['fraction_of_bound']):.0%} ({float(r['seconds']) * 1e3:.3g} ms)" for r in got) + " |")
