@@ -61,7 +61,8 @@ struct ScanWalk {
     int flag = 0;
     for (std::int64_t p = 0; p < t; ++p) {
       auto const r = static_cast<std::int64_t>(ids(p));
-      std::int64_t const q = pow2 ? r >> shift : r / rows_b;  // a division costs more than the fold
+      // A shift where it can be: a division costs more than the fold.
+      std::int64_t const q = pow2 ? r >> shift : r / rows_b;
       if (r - q * rows_b != rb) continue;
       if (counter) count(r, q) += 1;
       if (r == padding_idx) {
@@ -91,8 +92,9 @@ bool backward_scan(ExecutionSpace const& space, IdView const& ids, Dy const& dy,
   std::int64_t const rows_b = split.row_blocks, cols_b = split.col_blocks;
   int shift = 0;
   while ((std::int64_t{1} << shift) < rows_b) ++shift;
-  ScanWalk<IdView, Dy> const walk{ids, dy, t, d, rows_b, cols_b, d / cols_b / 16 * 16,  // slices on 16-float boundaries
-                                  padding_idx, shift, (rows_b & (rows_b - 1)) == 0};
+  std::int64_t const width = d / cols_b / 16 * 16;  // column slices start on 16-float boundaries
+  bool const pow2 = (rows_b & (rows_b - 1)) == 0;
+  ScanWalk<IdView, Dy> const walk{ids, dy, t, d, rows_b, cols_b, width, padding_idx, shift, pow2};
   std::int64_t const widest = d - walk.width * (cols_b - 1);
   std::int64_t const most_rows = (v + rows_b - 1) / rows_b;
   bool const in_scratch = rows_b * cols_b > 1 && most_rows * widest * 4 <= scan_private_bytes;
