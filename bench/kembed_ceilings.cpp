@@ -21,6 +21,8 @@
 #include <kembed/detail/kernel_common.hpp>
 #include <kembed/detail/memory.hpp>
 
+#include "bound.hpp"
+
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
@@ -133,7 +135,6 @@ int main(int argc, char** argv) {
   std::int64_t const w = row_bytes / 4, rows = std::int64_t(bytes / std::size_t(row_bytes));
   std::int64_t const bucket_rows = std::max<std::int64_t>(1, (256 << 10) / row_bytes), ahead = 32;
   Bytes const src = buffer("kembed::ceilings::rows", bytes, 1), dst = buffer("kembed::ceilings::out", bytes, 0);
-  Bytes const copy = buffer("kembed::ceilings::copy", bytes, 0);  // the memcpy's destination
   auto const* in = reinterpret_cast<float const*>(src.data());
   auto* out = reinterpret_cast<float*>(dst.data());
 
@@ -157,15 +158,7 @@ int main(int argc, char** argv) {
   float* sums = sink.data();
   int const reps = 5;
 
-  // memcpy of n bytes, split over the threads: the bound of a pattern moving 2n.
-  auto const memcpy_seconds = [&](std::size_t n) {
-    char* d = copy.data();
-    char const* s = src.data();
-    return best_of(reps, [&] {
-      per_thread("kembed::ceilings::memcpy", threads, std::int64_t(n),
-                 [=](int, std::int64_t lo, std::int64_t hi) { std::memcpy(d + lo, s + lo, std::size_t(hi - lo)); });
-    });
-  };
+  kembed::bench::Memcpy<Space> memcpy_bound;  // kembed-bench's own, timed as it times it
   // Reads rows list[lo, hi) (or lo..hi in order when list is null) into sums.
   auto const read_rows = [=](std::int64_t const* list, bool fetch) {
     return [=](int i, std::int64_t lo, std::int64_t hi) {
@@ -185,7 +178,7 @@ int main(int argc, char** argv) {
   std::vector<Row> results;
   auto const run = [&](char const* pattern, double moved, auto const& body) {
     double const s = best_of(reps, [&] { per_thread("kembed::ceilings::pattern", threads, rows, body); });
-    results.push_back({pattern, moved, s, memcpy_seconds(std::size_t(moved / 2))});
+    results.push_back({pattern, moved, s, memcpy_bound.seconds(std::size_t(moved))});
   };
   double const n = double(bytes);
   run("read", n, read_rows(nullptr, false));
