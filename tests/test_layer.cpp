@@ -165,18 +165,19 @@ TEST(Plans, AutoFollowsTheMeasuredRule) {
   EXPECT_EQ(auto_plan(true, 1, 4 * mib, d, 4 * mib + 1), Plan::scan);
   EXPECT_EQ(auto_plan(true, 1, 4 * mib + 1, d, 4 * mib + 1), Plan::bucket);
   EXPECT_EQ(auto_plan(true, 1, std::int64_t{1} << 62, d, std::int64_t{1} << 62), Plan::bucket);
-  // 2-4 threads: up to 2 MiB of gradient, scan up to 256 KiB of dy, sort up to
-  // 16 MiB, scan up to 128 MiB; else bucket.
+  // 2-4 threads: up to 2 MiB of gradient, scan up to 256 KiB of dy, else sort;
+  // larger gradients: sort from 8 positions per row, else bucket.
   for (std::int64_t threads : {2, 4}) {
     EXPECT_EQ(auto_plan(true, threads, mib / 32, d, 4096), Plan::scan);
     EXPECT_EQ(auto_plan(true, threads, mib / 32, d, 4097), Plan::sort);
-    EXPECT_EQ(auto_plan(true, threads, mib / 32, d, mib / 4), Plan::sort);
-    EXPECT_EQ(auto_plan(true, threads, mib / 32, d, mib / 4 + 1), Plan::scan);
-    EXPECT_EQ(auto_plan(true, threads, mib / 32, d, 2 * mib), Plan::scan);
+    EXPECT_EQ(auto_plan(true, threads, mib / 32, d, 2 * mib), Plan::sort);
+    EXPECT_EQ(auto_plan(true, threads, mib / 32, d, std::int64_t{1} << 62), Plan::sort);  // no overflow
+    EXPECT_EQ(auto_plan(true, threads, 1, d, 1), Plan::scan);
     EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, 1000), Plan::bucket);
-    EXPECT_EQ(auto_plan(true, threads, mib / 32, d, 2 * mib + 1), Plan::bucket);
-    EXPECT_EQ(auto_plan(true, threads, 4 * mib, d, 16 * mib + 1), Plan::bucket);  // the old huge-dy scan is gone
-    EXPECT_EQ(auto_plan(true, threads, mib / 32, d, std::int64_t{1} << 62), Plan::bucket);  // no overflow
+    EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, 8 * (mib / 32 + 1) - 1), Plan::bucket);
+    EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, 8 * (mib / 32 + 1)), Plan::sort);
+    EXPECT_EQ(auto_plan(true, threads, std::int64_t{1} << 40, d, std::int64_t{1} << 43), Plan::sort);
+    EXPECT_EQ(auto_plan(true, threads, std::int64_t{1} << 40, d, (std::int64_t{1} << 43) - 1), Plan::bucket);
   }
   // More threads: bucket past 2 MiB, the contract's V * T rule below.
   EXPECT_EQ(auto_plan(true, 8, mib / 32 + 1, d, 1), Plan::bucket);

@@ -16,8 +16,7 @@ struct AutoThresholds {
   // Several threads.
   static constexpr std::int64_t small_gradient = std::int64_t{2} << 20;
   static constexpr std::int64_t scan_tiny_dy = std::int64_t{256} << 10;
-  static constexpr std::int64_t sort_dy = std::int64_t{16} << 20;
-  static constexpr std::int64_t scan_dy = std::int64_t{128} << 20;
+  static constexpr std::int64_t sort_positions_per_row = 8;
 };
 
 // On host backends (sizes in bytes):
@@ -27,14 +26,17 @@ struct AutoThresholds {
 //   updates); else `bucket`. Fitted on three earlier runs, then confirmed on fresh
 //   ones (docs/PERFORMANCE.md);
 // - 2-4 threads, gradient at most 2 MiB: `scan` while dy is at most 256 KiB (one
-//   launch, no sort: a few microseconds), `sort` up to 16 MiB of dy (a small
-//   histogram, and dy's random reads hit cache), `scan` again up to 128 MiB (each
-//   thread folds into its own copy of its sums; it beat the sort by 1.25-1.35x at
-//   V = 1e3, d = 64 and 128, T = 1e5, and d = 16, T = 1e6), then `bucket`;
-// - 2-4 threads otherwise: `bucket` (its updates stay in cache, each gradient row
-//   is written once, and a hot bucket's rows are shared out, where the scan
-//   re-reads every id on every thread). The scan past 1 GiB of dy, which this rule
-//   had until dy's rows were prefetched into L2, now loses to it by 1.1-1.3x;
+//   launch, no sort: a few microseconds), else `sort` (since its fold prefetches
+//   dy's rows it beat the scan by 1.2-1.8x from T = 1e5 at V = 1e3, and was within
+//   10% of the bucket plan or faster at T = 1e6);
+// - 2-4 threads, larger gradients: `sort` where there are at least 8 positions per
+//   row (T >= 8 V): each row's sum stays in registers while its segment is read,
+//   where the bucket plan adds every dy row into its cache slice; it won by
+//   1.1-1.3x at V = 1e5, T = 1e6. At 2-4 positions per row the two traded places
+//   with the ids' distribution, and at V = 1e6 with 3-4 the bucket plan's smaller
+//   histogram won by 1.4-1.9x; at 1 or fewer it won by 1.5-3x. Otherwise `bucket`
+//   (its updates stay in cache, each gradient row is written once, and a hot
+//   bucket's rows are shared out, where the scan re-reads every id on every thread);
 // - past 4 threads: `bucket` for gradients over 2 MiB, and the contract's V * T
 //   rule below that, until measured.
 // A device backend sorts: the scan reads the ids once per block, and the bucket
@@ -51,12 +53,8 @@ inline Plan auto_plan(bool host, std::int64_t threads, std::int64_t v, std::int6
     return scan ? Plan::scan : Plan::bucket;
   }
   if (threads > 4) return at_most(v, K::small_gradient) ? resolve_plan(Plan::automatic, v, t) : Plan::bucket;
-  if (at_most(v, K::small_gradient)) {
-    if (at_most(t, K::scan_tiny_dy)) return Plan::scan;
-    if (at_most(t, K::sort_dy)) return Plan::sort;
-    if (at_most(t, K::scan_dy)) return Plan::scan;
-  }
-  return Plan::bucket;
+  if (at_most(v, K::small_gradient)) return at_most(t, K::scan_tiny_dy) ? Plan::scan : Plan::sort;
+  return v <= t / K::sort_positions_per_row ? Plan::sort : Plan::bucket;
 }
 
 }  // namespace kembed::detail
