@@ -35,7 +35,7 @@ bool fold_identical(ExecutionSpace const& space, Index const& index, Dy const& d
   auto const positions = index.positions;
   int bad = 0;
   Kokkos::parallel_reduce(
-      "kembed::backward_fold", DynamicRange<ExecutionSpace>(space, 0, v * tiles),
+      "kembed::backward_fold", DynamicRange<ExecutionSpace>(space, 0, v * tiles, fold_grab(v, tiles)),
       KOKKOS_LAMBDA(std::int64_t i, int& saw) { run_for(isa, [&] {
         std::int64_t const r = i / tiles;
         std::int64_t const c0 = (i % tiles) * tile;
@@ -85,7 +85,7 @@ bool fold_pairwise(ExecutionSpace const& space, Index const& index, Dy const& dy
   auto const positions = index.positions;
   int bad = 0;
   Kokkos::parallel_reduce(
-      "kembed::backward_fold_pairwise", DynamicRange<ExecutionSpace>(space, 0, v * tiles),
+      "kembed::backward_fold_pairwise", DynamicRange<ExecutionSpace>(space, 0, v * tiles, fold_grab(v, tiles)),
       KOKKOS_LAMBDA(std::int64_t i, int& saw) { run_for(isa, [&] {
         std::int64_t const r = i / tiles;
         std::int64_t const c0 = (i % tiles) * pairwise_tile;
