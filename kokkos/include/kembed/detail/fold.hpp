@@ -33,9 +33,10 @@ bool fold_identical(ExecutionSpace const& space, Index const& index, Dy const& d
   bool const in_place = has_carry && carry.data() == grad.data();
   auto const offsets = index.offsets;
   auto const positions = index.positions;
+  std::int64_t const t = positions.extent(0);
   int bad = 0;
   Kokkos::parallel_reduce(
-      "kembed::backward_fold", DynamicRange<ExecutionSpace>(space, 0, v * tiles, fold_grab(v, tiles)),
+      "kembed::backward_fold", DynamicRange<ExecutionSpace>(space, 0, v * tiles, fold_grab(v, tiles, t)),
       KOKKOS_LAMBDA(std::int64_t i, int& saw) { run_for(isa, [&] {
         std::int64_t const r = i / tiles;
         std::int64_t const c0 = (i % tiles) * tile;
@@ -83,9 +84,10 @@ bool fold_pairwise(ExecutionSpace const& space, Index const& index, Dy const& dy
   bool const in_place = has_carry && carry.data() == grad.data();
   auto const offsets = index.offsets;
   auto const positions = index.positions;
+  std::int64_t const t = positions.extent(0);
   int bad = 0;
   Kokkos::parallel_reduce(
-      "kembed::backward_fold_pairwise", DynamicRange<ExecutionSpace>(space, 0, v * tiles, fold_grab(v, tiles)),
+      "kembed::backward_fold_pairwise", DynamicRange<ExecutionSpace>(space, 0, v * tiles, fold_grab(v, tiles, t)),
       KOKKOS_LAMBDA(std::int64_t i, int& saw) { run_for(isa, [&] {
         std::int64_t const r = i / tiles;
         std::int64_t const c0 = (i % tiles) * pairwise_tile;

@@ -35,13 +35,17 @@ DynamicRangePolicy<ExecutionSpace> DynamicRange(ExecutionSpace const& space, std
   return DynamicRangePolicy<ExecutionSpace>(space, begin, end, Kokkos::ChunkSize(chunk));
 }
 
-// Grabs for the folds over (row, tile) items: with few rows, one row's tiles per
-// grab, since Zipf's first 16 rows hold 60% of the positions at V = 1e3 and one
-// thread took them all (the sort 1.1-1.2x slower than with uniform ids). A row's
-// tiles stay together: split over threads, each read half of every dy row and the
-// hardware prefetchers fetched the rest (d = 512 1.2x slower).
-inline constexpr std::int64_t few_rows = 16 * 1024;
-inline std::int64_t fold_grab(std::int64_t rows, std::int64_t tiles) { return rows < few_rows ? tiles : 16; }
+// Grabs for the folds over (row, tile) items: with few rows of many positions, one
+// row's tiles per grab, since Zipf's first 16 rows hold 60% of the positions at
+// V = 1e3 and one thread took them all (the sort 1.1-1.2x slower than with uniform
+// ids). With few positions per row the grabs themselves cost more than that (V = 1e3,
+// T = 1e3: 40 -> 60 us). A row's tiles stay together: split over threads, each read
+// half of every dy row and the hardware prefetchers fetched the rest (d = 512 1.2x
+// slower).
+inline constexpr std::int64_t few_rows = 16 * 1024, many_positions = 64;
+inline std::int64_t fold_grab(std::int64_t rows, std::int64_t tiles, std::int64_t t) {
+  return rows < few_rows && t / many_positions >= rows ? tiles : 16;
+}
 
 // x - x is +0 for every finite x and NaN for NaN and the infinities (no fast-math).
 template <class T>
