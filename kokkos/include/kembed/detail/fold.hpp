@@ -9,7 +9,7 @@ namespace kembed::detail {
 // The dy rows a fold reads are scattered (each row's positions, row after row), so
 // no hardware prefetcher predicts them: fetch the tile of the entry prefetch_rows
 // ahead in the index, past the end of this row's segment too (the next items are
-// the next rows). Without it the sort plan ran 1.5-2.3x slower at T = 1e6
+// the next rows). Without it the sort plan ran 1.4-2.3x slower at T = 1e6
 // (docs/PERFORMANCE.md).
 template <class Positions, class Dy>
 KOKKOS_INLINE_FUNCTION void prefetch_entry(Positions const& positions, Dy const& dy, std::int64_t j, std::int64_t c0,
