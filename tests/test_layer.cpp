@@ -7,6 +7,7 @@
 #include <kembed/core/synthetic.hpp>
 #include <kembed/embedding.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -410,6 +411,82 @@ TEST(RefusalsInKernels, NonFiniteDyOnThePaddingRowIsFoundByEveryPath) {
         EXPECT_NE(std::string(e.what()).find("dy holds NaN at position 3, column 2"), std::string::npos) << e.what();
       }
     }
+}
+
+// The folds test each finished sum, not each term (NaN and +-inf absorb under
+// addition), on every path: scan into the gradient with many or few terms per row,
+// scan into scratch (several threads), the sort's folds, the bucket plan's dense
+// and sparse buckets. Each bad term, alone or cancelling another to NaN, on a hot
+// row or a row with one term, is reported where it is; finite terms whose sum
+// overflows are no error.
+TEST(RefusalsInKernels, NonFiniteDyIsFoundByEveryPathWhereverItIs) {
+  struct Shape3 {
+    std::int64_t v, d, t;
+  };
+  auto const inf = std::numeric_limits<float>::infinity();
+  for (auto const shape : {Shape3{50, 20, 1000}, Shape3{4000, 20, 1000}, Shape3{40000, 20, 1000}}) {
+    auto const table = test::table_for(shape.v, shape.d);
+    auto ids = synthetic::zipf_ids(shape.v, shape.t, 1.1, 5);
+    std::vector<std::int64_t> count(shape.v, 0);
+    for (auto id : ids) ++count[id];
+    std::int64_t const hot = std::max_element(count.begin(), count.end()) - count.begin();
+    ASSERT_GT(count[hot], 4) << shape.v;
+    ASSERT_NE(hot, shape.v - 1);
+    for (auto& id : ids)
+      if (id == shape.v - 1) id = hot;
+    std::int64_t const one = shape.t - 2;  // the only term of row V - 1
+    ids[one] = shape.v - 1;
+    std::int64_t const first_hot = std::find(ids.begin(), ids.end(), hot) - ids.begin();
+    std::int64_t const later_hot = std::find(ids.begin() + first_hot + 1, ids.end(), hot) - ids.begin();
+    std::int64_t const third_hot = std::find(ids.begin() + later_hot + 1, ids.end(), hot) - ids.begin();
+    ASSERT_LT(third_hot, one);
+    auto const dy = synthetic::uniform_floats(shape.t * shape.d, 6);
+    auto const at = [&](std::int64_t p, std::int64_t col) {
+      return "at position " + std::to_string(p) + ", column " + std::to_string(col);
+    };
+    struct Bad {
+      char const* name;
+      std::vector<std::pair<std::int64_t, float>> at;  // (flat index, value)
+      std::string want;
+    };
+    std::int64_t const c = shape.d - 1;
+    std::vector<Bad> const bads{
+        {"NaN on the hot row", {{first_hot * shape.d + 3, std::nanf("")}}, "dy holds NaN " + at(first_hot, 3)},
+        {"+inf on the one-term row", {{one * shape.d + c, inf}}, "dy holds +inf " + at(one, c)},
+        {"+inf and -inf cancelling to NaN on the hot row",
+         {{later_hot * shape.d + c, inf}, {third_hot * shape.d + c, -inf}},
+         "dy holds +inf " + at(later_hot, c)},
+    };
+    for (auto mode : {Mode::identical, Mode::deterministic, Mode::fast})
+      for (auto plan : {Plan::scan, Plan::sort, Plan::bucket}) {
+        Options o;
+        o.mode = mode;
+        o.plan = plan;
+        Layer layer(shape.v, shape.d, FloatsRef(table.data(), Shape{shape.v, shape.d}), o);
+        std::string const where =
+            std::to_string(shape.v) + " rows, " + std::string(to_string(mode)) + "/" + std::string(to_string(plan));
+        for (auto const& bad : bads) {
+          auto with_bad = dy;
+          for (auto const& [i, x] : bad.at) with_bad[i] = x;
+          try {
+            layer.backward(IdsRef(ids), FloatsRef(with_bad.data(), Shape{shape.t, shape.d}));
+            ADD_FAILURE() << where << ", " << bad.name << ": accepted";
+          } catch (NonFinite const& e) {
+            EXPECT_NE(std::string(e.what()).find(bad.want), std::string::npos) << where << ": " << e.what();
+          }
+        }
+        // Finite terms that overflow: +inf in the hot row's sums, and no error.
+        auto big = dy;
+        for (std::int64_t p = 0; p < shape.t; ++p)
+          if (ids[p] == hot) big[p * shape.d + 1] = std::numeric_limits<float>::max();
+        auto const g = layer.backward(IdsRef(ids), FloatsRef(big.data(), Shape{shape.t, shape.d}));
+        EXPECT_EQ(g.values[hot * shape.d + 1], inf) << where;
+        if (mode == Mode::identical)
+          EXPECT_TRUE(
+              same_bits(g.values, reference::backward_identical(layer.config(), IdsRef(ids), big.data(), nullptr)))
+              << where;
+      }
+  }
 }
 
 TEST_F(Refusals, ViewOverloadsCheckEverythingBeforeWriting) {

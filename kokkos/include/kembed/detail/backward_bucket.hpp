@@ -128,7 +128,7 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
         // x) gets its terms. The same thread owns column c at every entry (one
         // range, one split), so each (row, column) sum is one thread's ascending loop.
         int flag = 0;
-        auto const fold_entries = [&](auto const& add) {
+        auto const fold_entries = [&](bool check_terms, auto const& add) {
           for (std::int64_t j = begin; j < end; ++j) {
             if (j + prefetch_rows < end) {  // dy reads are scattered, not streamed: fetch ahead
               std::int64_t const next = entries(j + prefetch_rows);
@@ -140,11 +140,14 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
             if (split && (row & (step - 1)) != first) continue;
             std::int64_t const p = e & position_mask;
             if (has_counts) Kokkos::single(Kokkos::PerTeam(team), [&]() { counts(r0 + row) += 1; });
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](std::int64_t c) {
-              float const x = dy(p, c);
-              flag |= non_finite(x);
-              add(row, c, x);
-            });
+            if (check_terms)
+              Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](std::int64_t c) {
+                float const x = dy(p, c);
+                flag |= non_finite(x);
+                add(row, c, x);
+              });
+            else
+              Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](std::int64_t c) { add(row, c, dy(p, c)); });
           }
         };
         // A bitmap of the rows the entries hit, where there are few enough entries
@@ -189,7 +192,8 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
           });
           stream_fence();
           team.team_barrier();
-          fold_entries([&](std::int64_t row, std::int64_t c, float x) {
+          // Few entries: each term tested (their sums stay in the gradient, unread).
+          fold_entries(!in_place, [&](std::int64_t row, std::int64_t c, float x) {
             if (r0 + row != padding_idx) grad(r0 + row, c) = grad(r0 + row, c) + x;  // padding: checked, dropped
           });
           saw |= flag;
@@ -204,19 +208,29 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
           });
         });
         team.team_barrier();
-        fold_entries([&](std::int64_t row, std::int64_t c, float x) { acc(row * d + c) = acc(row * d + c) + x; });
+        fold_entries(false, [&](std::int64_t row, std::int64_t c, float x) { acc(row * d + c) = acc(row * d + c) + x; });
         team.team_barrier();
         // Every gradient row written once, by streaming stores where the host has
-        // them (the padding row's terms were summed, then dropped).
+        // them, its sums tested on the way (the padding row's terms were summed and
+        // tested, then dropped).
+        bool const check = !in_place;
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, mine), [&](std::int64_t i) {
           std::int64_t const row = first + i * step;
-          if (r0 + row == padding_idx)
-            for (std::int64_t c = 0; c < d; ++c) grad(r0 + row, c) = 0.0f;
-          else if (Tiles<ExecutionSpace>::host)
-            stream_copy(&grad(r0 + row, 0), &acc(row * d), d);
-          else
-            Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, d),
-                                 [&](std::int64_t c) { grad(r0 + row, c) = acc(row * d + c); });
+          if (r0 + row == padding_idx) {
+            for (std::int64_t c = 0; c < d; ++c) {
+              if (check) flag |= non_finite(acc(row * d + c));
+              grad(r0 + row, c) = 0.0f;
+            }
+          } else if (Tiles<ExecutionSpace>::host) {
+            int const bad_row = stream_copy(&grad(r0 + row, 0), &acc(row * d), d);
+            if (check) flag |= bad_row;
+          } else {
+            Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, d), [&](std::int64_t c) {
+              float const sum = acc(row * d + c);
+              if (check) flag |= non_finite(sum);
+              grad(r0 + row, c) = sum;
+            });
+          }
         });
         stream_fence();
         saw |= flag;

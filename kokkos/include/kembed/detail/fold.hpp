@@ -20,8 +20,10 @@ KOKKOS_INLINE_FUNCTION void prefetch_entry(Positions const& positions, Dy const&
 }
 
 // Mode `identical`: acc = carry (or +0.0), then acc = acc + dy[p] for p ascending.
-// Returns whether any dy term it read was NaN or +-inf (the caller then finds and
-// reports the first; the padding row's terms are read for this alone).
+// Returns whether dy may hold NaN or +-inf: true where any term it read was, and
+// where a sum overflowed (see non_finite's note). The caller then finds and reports
+// the first, if any; the padding row's terms are read for this alone. In place, dy
+// was checked before the call and nothing is tested.
 template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad>
 bool fold_identical(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry, Grad const& grad,
                     std::int64_t padding_idx, HostIsa isa) {
@@ -56,13 +58,11 @@ bool fold_identical(ExecutionSpace const& space, Index const& index, Dy const& d
         for (std::int64_t j = begin; j < end; ++j) {
           std::int64_t const p = positions(j);
           prefetch_entry(positions, dy, j, c0, n);
-          for (std::int64_t k = 0; k < n; ++k) {
-            float const x = dy(p, c0 + k);
-            flag |= non_finite(x);
-            acc[k] = acc[k] + x;
-          }
+          for (std::int64_t k = 0; k < n; ++k) acc[k] = acc[k] + dy(p, c0 + k);
         }
         for (std::int64_t k = 0; k < n; ++k) grad(r, c0 + k) = acc[k];
+        if (!in_place && end > begin)  // a row without terms holds its (checked) carry
+          for (std::int64_t k = 0; k < n; ++k) flag |= non_finite(acc[k]);
         saw |= flag;
       }); },
       Kokkos::BOr<int>(bad));
@@ -72,7 +72,8 @@ bool fold_identical(ExecutionSpace const& space, Index const& index, Dy const& d
 // Mode `deterministic`: base + the pairwise tree of reference::pairwise_sum, built
 // by a binary counter: after the k-th term, merge the top two partial sums as many
 // times as k has trailing zero bits (older + newer); at the end fold the stack from
-// the newest down (older + rest). Both give the same tree, term for term.
+// the newest down (older + rest). Both give the same tree, term for term. Returns
+// as fold_identical does.
 template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad>
 bool fold_pairwise(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry, Grad const& grad,
                    std::int64_t padding_idx, HostIsa isa) {
@@ -108,11 +109,7 @@ bool fold_pairwise(ExecutionSpace const& space, Index const& index, Dy const& dy
           std::int64_t const p = positions(j);
           prefetch_entry(positions, dy, j, c0, n);
           ++top;
-          for (std::int64_t k = 0; k < n; ++k) {
-            float const x = dy(p, c0 + k);
-            flag |= non_finite(x);
-            stack[top][k] = x;
-          }
+          for (std::int64_t k = 0; k < n; ++k) stack[top][k] = dy(p, c0 + k);
           for (std::int64_t count = j - begin + 1; (count & 1) == 0; count >>= 1) {
             for (std::int64_t k = 0; k < n; ++k) stack[top - 1][k] = stack[top - 1][k] + stack[top][k];
             --top;
@@ -127,6 +124,7 @@ bool fold_pairwise(ExecutionSpace const& space, Index const& index, Dy const& dy
           float sum = stack[top][k];
           for (int level = top - 1; level >= 0; --level) sum = stack[level][k] + sum;
           grad(r, c0 + k) = base + sum;
+          if (!in_place) flag |= non_finite(base + sum);
         }
         saw |= flag;
       }); },

@@ -62,6 +62,12 @@ KOKKOS_INLINE_FUNCTION int non_finite(T x) {
   return (x - x) != T(0);
 }
 
+// NaN and +-inf absorb under addition (NaN + x is NaN, inf + finite is inf, inf +
+// -inf is NaN): a sum that starts finite and takes a non-finite term ends non-finite
+// whatever the order or tree. So the folds test each finished sum once instead of
+// every term. A sum that overflowed from finite terms is flagged as well; the
+// caller's exact pass over dy then finds nothing and refuses nothing.
+
 // Columns a thread folds together. On host backends a whole row (up to 256 columns)
 // at once: each dy row is read in one piece and each gradient row written once. On
 // devices narrower tiles keep per-thread state in registers.
@@ -96,14 +102,29 @@ KOKKOS_INLINE_FUNCTION void prefetch(void const* p) {
 // dst[0, n) = src[0, n) for output written once and not read back by this call:
 // on x86 hosts with non-temporal stores, which skip reading the destination's
 // lines into cache first (a third of the traffic of a cached copy). Callers end
-// the kernel with stream_fence().
-KOKKOS_INLINE_FUNCTION void stream_copy(float* dst, float const* src, std::int64_t n) {
+// the kernel with stream_fence(). Returns whether any value copied is NaN or +-inf
+// (a test on values already in registers; dead code where the caller ignores it).
+KOKKOS_INLINE_FUNCTION int stream_copy(float* dst, float const* src, std::int64_t n) {
   std::int64_t k = 0;
+  int flag = 0;
 #ifdef KEMBED_HOST_STREAM_STORES
-  for (; k < n && (reinterpret_cast<std::uintptr_t>(dst + k) & 15) != 0; ++k) dst[k] = src[k];
-  for (; k + 4 <= n; k += 4) _mm_stream_ps(dst + k, _mm_loadu_ps(src + k));
+  for (; k < n && (reinterpret_cast<std::uintptr_t>(dst + k) & 15) != 0; ++k) {
+    dst[k] = src[k];
+    flag |= non_finite(src[k]);
+  }
+  __m128 bad = _mm_setzero_ps();
+  for (; k + 4 <= n; k += 4) {
+    __m128 const x = _mm_loadu_ps(src + k);
+    bad = _mm_or_ps(bad, _mm_cmpneq_ps(_mm_sub_ps(x, x), _mm_setzero_ps()));
+    _mm_stream_ps(dst + k, x);
+  }
+  flag |= _mm_movemask_ps(bad);
 #endif
-  for (; k < n; ++k) dst[k] = src[k];
+  for (; k < n; ++k) {
+    dst[k] = src[k];
+    flag |= non_finite(src[k]);
+  }
+  return flag;
 }
 // dst[0, n) = 0.0f, streamed as stream_copy.
 KOKKOS_INLINE_FUNCTION void stream_zero(float* dst, std::int64_t n) {
