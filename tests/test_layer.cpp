@@ -166,8 +166,20 @@ TEST(Plans, AutoFollowsTheMeasuredRule) {
   EXPECT_EQ(auto_plan(true, 1, 4 * mib, d, 4 * mib + 1), Plan::scan);
   EXPECT_EQ(auto_plan(true, 1, 4 * mib + 1, d, 4 * mib + 1), Plan::bucket);
   EXPECT_EQ(auto_plan(true, 1, std::int64_t{1} << 62, d, std::int64_t{1} << 62), Plan::bucket);
-  // 2-4 threads: up to 2 MiB of gradient, scan up to 256 KiB of dy, else sort;
-  // larger gradients: sort from 8 positions per row, else bucket.
+  // 2-4 threads: up to 2 MiB of gradient, scan up to 256 KiB of dy, or from 4 MiB
+  // where the scan's column slices are at most 64 floats, else sort; larger
+  // gradients: sort from 8 positions per row, else bucket.
+  std::int64_t const many = std::int64_t{1} << 40;
+  EXPECT_EQ(auto_plan(true, 2, 1000, 64, many), Plan::scan);   // slices of 32
+  EXPECT_EQ(auto_plan(true, 2, 1000, 128, many), Plan::scan);  // of 64
+  EXPECT_EQ(auto_plan(true, 2, 1000, 160, many), Plan::sort);  // of 80
+  EXPECT_EQ(auto_plan(true, 2, 1000, 512, many), Plan::sort);  // the scan splits rows
+  EXPECT_EQ(auto_plan(true, 4, 1000, 256, many), Plan::scan);  // 4 slices of 64
+  EXPECT_EQ(auto_plan(true, 4, 1000, 512, many), Plan::sort);
+  EXPECT_EQ(auto_plan(true, 2, 1000, 128, 8192), Plan::sort);      // 4 MiB of dy
+  EXPECT_EQ(auto_plan(true, 2, 1000, 128, 8193), Plan::scan);
+  EXPECT_EQ(auto_plan(true, 2, 4096, 128, many), Plan::scan);      // 2 MiB of gradient
+  EXPECT_EQ(auto_plan(true, 2, 4097, 128, 8 * 4097), Plan::sort);  // past 2 MiB: the rule below
   for (std::int64_t threads : {2, 4}) {
     EXPECT_EQ(auto_plan(true, threads, mib / 32, d, 4096), Plan::scan);
     EXPECT_EQ(auto_plan(true, threads, mib / 32, d, 4097), Plan::sort);

@@ -3,6 +3,7 @@
 // whole grid at 1 and 2 threads (docs/PERFORMANCE.md). Every plan gives the same
 // bits, so this rule is a speed choice only.
 #include <kembed/core/options.hpp>
+#include <kembed/detail/backward_scan.hpp>
 
 #include <cstdint>
 
@@ -16,6 +17,8 @@ struct AutoThresholds {
   // Several threads.
   static constexpr std::int64_t small_gradient = std::int64_t{2} << 20;
   static constexpr std::int64_t scan_tiny_dy = std::int64_t{256} << 10;
+  static constexpr std::int64_t scan_narrow_slice = 64;  // floats
+  static constexpr std::int64_t scan_narrow_dy = std::int64_t{4} << 20;
   static constexpr std::int64_t sort_positions_per_row = 8;
 };
 
@@ -26,9 +29,13 @@ struct AutoThresholds {
 //   updates); else `bucket`. Fitted on three earlier runs, then confirmed on fresh
 //   ones (docs/PERFORMANCE.md);
 // - 2-4 threads, gradient at most 2 MiB: `scan` while dy is at most 256 KiB (one
-//   launch, no sort: a few microseconds), else `sort` (since its fold prefetches
-//   dy's rows it beat the scan by 1.2-1.8x from T = 1e5 at V = 1e3, and was within
-//   10% of the bucket plan or faster at T = 1e6);
+//   launch, no sort: a few microseconds), and from 4 MiB of dy where the scan
+//   splits the columns into slices of at most 64 floats (each thread streams its
+//   slice of every dy row, prefetched: 1.1-1.25x faster than the sort at V = 1e3,
+//   d = 64 and 128, T = 1e6; even at T = 1e5; 1.2x slower at d = 128, T = 1e3,
+//   0.5 MiB of dy); else `sort`. At d = 16 and 512 the scan splits the rows instead,
+//   every thread walking past the other's positions: the sort was 1.5-1.7x faster
+//   at d = 16 and 1.2-1.3x at d = 512 (all but uniform ids at T = 1e6: 0.93x);
 // - 2-4 threads, larger gradients: `sort` where there are at least 8 positions per
 //   row (T >= 8 V): each row's sum stays in registers while its segment is read,
 //   where the bucket plan adds every dy row into its cache slice; it won by
@@ -53,7 +60,12 @@ inline Plan auto_plan(bool host, std::int64_t threads, std::int64_t v, std::int6
     return scan ? Plan::scan : Plan::bucket;
   }
   if (threads > 4) return at_most(v, K::small_gradient) ? resolve_plan(Plan::automatic, v, t) : Plan::bucket;
-  if (at_most(v, K::small_gradient)) return at_most(t, K::scan_tiny_dy) ? Plan::scan : Plan::sort;
+  if (at_most(v, K::small_gradient)) {
+    ScanSplit const split = scan_split(threads, v, d);
+    bool const narrow = split.col_blocks > 1 && d <= K::scan_narrow_slice * split.col_blocks &&
+                        !at_most(t, K::scan_narrow_dy);
+    return at_most(t, K::scan_tiny_dy) || narrow ? Plan::scan : Plan::sort;
+  }
   return v <= t / K::sort_positions_per_row ? Plan::sort : Plan::bucket;
 }
 

@@ -72,6 +72,11 @@ struct ScanWalk {
       std::int64_t const q = pow2 ? r >> shift : r / rows_b;
       if (r - q * rows_b != rb) continue;
       if (counter) count(r, q) += 1;
+      // dy is read in order, but one core's hardware prefetcher keeps too few lines
+      // in flight (1 thread, V = 1e3, T = 1e6, d = 128: 52 -> 43 ms). Where blocks
+      // split the rows, the next position may be another block's: no fetch there.
+      if (rows_b == 1 && p + prefetch_rows < t)
+        for (std::int64_t c = lo; c < hi; c += 16) prefetch(&dy(p + prefetch_rows, c));
       if (r == padding_idx) {
         for (std::int64_t c = lo; c < hi; ++c) flag |= non_finite(dy(p, c));
         continue;
