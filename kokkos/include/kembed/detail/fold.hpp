@@ -123,8 +123,9 @@ bool fold_pairwise(ExecutionSpace const& space, Index const& index, Dy const& dy
           }
           float sum = stack[top][k];
           for (int level = top - 1; level >= 0; --level) sum = stack[level][k] + sum;
-          grad(r, c0 + k) = base + sum;
-          if (!in_place) flag |= non_finite(base + sum);
+          float const total = base + sum;
+          grad(r, c0 + k) = total;
+          if (!in_place) flag |= non_finite(total);
         }
         saw |= flag;
       }); },
