@@ -14,6 +14,8 @@
 //               prefetch the forward and the bucket fold use), summed in registers
 //   gather      random reads as above, each row written out in order with
 //               streaming stores (the forward)
+//   scatter     the converse: rows read in order, each streamed to a row of a
+//               random permutation (no kernel does this; it bounds one that would)
 //   bucket      the positions of each 256 KiB bucket of rows in ascending order,
 //               buckets shared out (the bucket fold's dy reads), summed in registers
 //   bucket+add  the same, each row added into the bucket's 256 KiB slice of sums
@@ -139,8 +141,10 @@ int main(int argc, char** argv) {
   auto* out = reinterpret_cast<float*>(dst.data());
 
   std::mt19937_64 rng(42);
-  std::vector<std::int64_t> random(rows), bucketed(rows);
+  std::vector<std::int64_t> random(rows), bucketed(rows), shuffled(rows);
   for (auto& r : random) r = std::int64_t(rng() % std::uint64_t(rows));
+  for (std::int64_t j = 0; j < rows; ++j) shuffled[j] = j;
+  std::shuffle(shuffled.begin(), shuffled.end(), rng);
   {  // positions by bucket of their row, ascending within each: a stable counting sort
     std::int64_t const buckets = (rows + bucket_rows - 1) / bucket_rows;
     std::vector<std::int64_t> start(buckets + 1, 0);
@@ -153,6 +157,7 @@ int main(int argc, char** argv) {
   for (std::int64_t j = 0; j < rows; ++j) slot[j] = random[bucketed[j]] % bucket_rows;
   auto const* rnd = random.data();
   auto const* bkt = bucketed.data();
+  auto const* perm = shuffled.data();
   auto const* in_bucket = slot.data();
   std::vector<float> sink(std::size_t(threads) * 16, 0.0f);
   float* sums = sink.data();
@@ -188,6 +193,12 @@ int main(int argc, char** argv) {
       if (j + ahead < hi) fetch_row(in + rnd[j + ahead] * w, w);
       stream_row(out + j * w, in + rnd[j] * w, w);
     }
+#if defined(__SSE__)
+    _mm_sfence();
+#endif
+  });
+  run("scatter", 2 * n, [=](int, std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t j = lo; j < hi; ++j) stream_row(out + perm[j] * w, in + j * w, w);
 #if defined(__SSE__)
     _mm_sfence();
 #endif
