@@ -6,6 +6,7 @@
 #include <kembed/core/synthetic.hpp>
 #include <kembed/embedding.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 namespace kembed {
@@ -110,6 +111,60 @@ TEST_P(Catalogue, FastIsWithinTheSummationBoundAndExactOnSerial) {
   }
   // Only the overflow case may have no finite sum to bound.
   if (b.name != "overflow_to_inf") EXPECT_GT(checked, 0u);
+}
+
+// Every gradient row is written exactly once, whatever the caller's `grad` and
+// `counts` held before (here NaN with a payload of its own, and -1): every element
+// is the oracle's, in every plan and mode, from +0.0 and from a carry (which takes
+// plan `bucket` through its other paths: rows started from the carry, and sparse
+// buckets).
+TEST_P(Catalogue, EveryElementIsWrittenWhateverGradHeld) {
+  auto const& b = GetParam();
+  auto const table = test::table_for(b.rows, b.dim);
+  auto const host_carry = synthetic::uniform_floats(b.rows * b.dim, 31);
+  auto const want_counts = reference::counts(b.rows, IdsRef(b.ids));
+  auto const ids = Kokkos::create_mirror_view_and_copy(
+      Layer::memory_space(),
+      Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(b.ids.data(), b.ids.size()));
+  using HostMatrix = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  using ConstHostMatrix = Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  auto const dy = Kokkos::create_mirror_view_and_copy(Layer::memory_space(),
+                                                      ConstHostMatrix(b.dy.data(), b.positions(), b.dim));
+  auto const carry = Kokkos::create_mirror_view_and_copy(Layer::memory_space(),
+                                                         ConstHostMatrix(host_carry.data(), b.rows, b.dim));
+  Layer::matrix_type grad("grad", b.rows, b.dim);
+  Layer::counts_type counts("counts", b.rows);
+  std::uint32_t const stale = 0x7fc0beefu;
+  std::vector<float> got(host_carry.size());
+  std::vector<std::int64_t> got_counts(want_counts.size());
+  TEST_EXECSPACE space;
+  for (bool const with_carry : {false, true}) {
+    float const* from = with_carry ? host_carry.data() : nullptr;
+    auto const identical = reference::backward_identical(b.config(), IdsRef(b.ids), b.dy.data(), from);
+    auto const deterministic = reference::backward_deterministic(b.config(), IdsRef(b.ids), b.dy.data(), from);
+    for (auto mode : {Mode::identical, Mode::deterministic, Mode::fast})
+      for (auto plan : all_plans) {
+        SCOPED_TRACE(std::string(to_string(mode)) + ", plan " + std::string(to_string(plan)) +
+                     (with_carry ? ", with a carry" : ""));
+        Kokkos::deep_copy(grad, test::from_bits(stale));
+        Kokkos::deep_copy(counts, -1);
+        layer_for(b, plan, mode, table)
+            .backward(space, ids, dy, grad, with_carry ? Layer::const_matrix_type(carry) : Layer::const_matrix_type(),
+                      counts);
+        Kokkos::deep_copy(HostMatrix(got.data(), b.rows, b.dim), grad);
+        Kokkos::deep_copy(
+            Kokkos::View<std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(got_counts.data(), got_counts.size()),
+            counts);
+        EXPECT_TRUE(same_values(got_counts, want_counts));
+        if (mode == Mode::fast) {  // its order is free: no element may be left as it was
+          auto const left =
+              std::count_if(got.begin(), got.end(), [&](float x) { return test::bits_of(x) == stale; });
+          EXPECT_EQ(left, 0) << "elements left as they were";
+        } else {
+          EXPECT_TRUE(same_bits(got, mode == Mode::identical ? identical : deterministic));
+        }
+      }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Inputs, Catalogue, ::testing::ValuesIn(test::catalogue()),

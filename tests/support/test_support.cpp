@@ -131,6 +131,13 @@ std::vector<Batch> catalogue() {
     b.padding_idx = 1;
     out.push_back(std::move(b));
   }
+  {
+    // Plan `bucket`'s hot first bucket (~90% of the positions) split by columns:
+    // d = 64 is whole cache lines for 2 and 4 parts. The padding row is in it.
+    auto b = make("hot_bucket_columns_padding", 3000, 64, zipf_ids(3000, 30000, 1.1, 19), 119);
+    b.padding_idx = 2;
+    out.push_back(std::move(b));
+  }
   // `auto` sorts here with 2-4 threads (64 KiB of gradient, 512 KiB of dy), and
   // past 4 by the contract's rule (V * T = 2^27).
   out.push_back(make("auto_picks_sort", 4096, 4, zipf_ids(4096, 32768, 1.1, 16), 116));

@@ -4,8 +4,9 @@
 // counting sort on the bucket (ids read twice, histogram buckets x chunks, not
 // V x chunks) lists each bucket's positions in ascending order, packed with the
 // row within the bucket. Each bucket is then one team's: it starts its rows from
-// the carry (or +0.0) in scratch memory, folds the listed positions in order, and
-// writes every gradient row of the bucket exactly once. So each (row, column) sum
+// the carry (or +0.0, or on the host their first term) in scratch memory, folds
+// the listed positions in order, and writes every gradient row of the bucket
+// exactly once. So each (row, column) sum
 // is still one ascending loop, and the random gradient updates of `scan` stay in
 // cache. A hot bucket's rows are dealt to several teams, as the scan deals rows.
 #include <kembed/detail/counting_sort.hpp>
@@ -34,11 +35,13 @@ inline BucketShape bucket_rows(std::int64_t v, std::int64_t d, std::int64_t budg
 
 // Parts for hot buckets, those with more than 1/concurrency of the positions
 // (Zipf's first bucket holds three quarters of them at V = 1e5): enough parts (a
-// power of two) that each is within that share. Each part walks the bucket's
-// entries and folds those of its rows (row i to part i mod parts), whole rows, so
-// dy is still read once but the entries once per part: measured on 2 cores, this
-// share beat 1/(2 * concurrency) and 1/(4 * concurrency) by 10-35% (more parts
-// balance better and read more). Other buckets stay whole.
+// power of two) that each is within that share. Each part walks all the bucket's
+// entries. Where d splits into whole cache lines per part (and the bucket is dense)
+// each part folds its own columns of every row: balanced whatever the ids, and no
+// branch per entry. Otherwise it folds its own rows (row i to part i mod parts),
+// whole rows, which Zipf's hottest row unbalances. Either way dy is read once: on 2
+// cores the share 1/concurrency beat 1/(2 * concurrency) and 1/(4 * concurrency) by
+// 10-35% (more parts balance better and read more). Other buckets stay whole.
 inline void bucket_parts(BucketShape& s, std::int64_t t, std::int64_t busiest, std::int64_t concurrency) {
   s.parts = 1;
   s.hot = t / concurrency;
@@ -53,7 +56,8 @@ inline void bucket_parts(BucketShape& s, std::int64_t t, std::int64_t busiest, s
 // pad (hits are counted where there are under 1/sparse_entries entries per row).
 // Measured on 2 cores against the scratch path: 0.5-0.7x the time where 1% of the
 // rows are hit, 0.7-0.9x at 2.4% (Zipf ids, 0.1 entries per row), but 1.3x at 9.5%
-// (uniform ids, 0.1 entries per row): hence counting the hits.
+// (uniform ids, 0.1 entries per row): hence counting the hits. On the host only a
+// call with a carry takes this path; without one, rows start lazily (below).
 inline constexpr std::int64_t sparse_entries = 8;
 inline constexpr std::int64_t sparse_hits = 16;
 
@@ -119,42 +123,64 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
         std::int64_t const begin = offsets(k), end = offsets(k + 1);
         bool const split = parts > 1 && end - begin > hot;
         if (!split && part != 0) return;  // a whole bucket is its first item's
-        // This team's rows of the bucket: first, first + step, ...
-        std::int64_t const first = split ? part : 0, step = split ? parts : 1;
         std::int64_t const r0 = k << shift;
         std::int64_t const n_rows = v - r0 < rows ? v - r0 : rows;
+        // A split bucket's part owns columns [c0, c0 + dc) of every row (whole lines,
+        // dense buckets only), else rows first, first + step, ... of all columns.
+        bool const by_cols = split && d % (line_floats * parts) == 0 && (end - begin) * sparse_entries >= n_rows;
+        bool const by_rows = split && !by_cols;
+        std::int64_t const first = by_rows ? part : 0, step = by_rows ? parts : 1;
+        std::int64_t const dc = by_cols ? d / parts : d, c0 = by_cols ? part * dc : 0;
+        bool const counter = has_counts && (!by_cols || part == 0);  // one part counts each row
         std::int64_t const mine = n_rows > first ? (n_rows - first + step - 1) / step : 0;
         // This team's entries in position order: each is counted, and add(row, c,
-        // x) gets its terms. The same thread owns column c at every entry (one
-        // range, one split), so each (row, column) sum is one thread's ascending loop.
+        // x) gets its terms, or set(row, c, x) a row's first where `fresh` marks the
+        // rows seen so far. The same thread owns column c at every entry (one range,
+        // one split), so each (row, column) sum is one thread's ascending loop.
         int flag = 0;
-        auto const fold_entries = [&](bool check_terms, auto const& add) {
+        auto const fold_entries = [&](bool check_terms, auto const* fresh, auto const& add, auto const& set) {
           for (std::int64_t j = begin; j < end; ++j) {
             if (j + prefetch_rows < end) {  // dy reads are scattered, not streamed: fetch ahead
               std::int64_t const next = entries(j + prefetch_rows);
-              if (!split || ((next >> bucket_position_bits) & (step - 1)) == first)  // only rows it folds
-                for (std::int64_t c = 0; c < d; c += 16) prefetch(&dy(next & position_mask, c));
+              if (!by_rows || ((next >> bucket_position_bits) & (step - 1)) == first)  // only what it folds
+                for (std::int64_t c = c0; c < c0 + dc; c += line_floats) prefetch(&dy(next & position_mask, c));
             }
             std::int64_t const e = entries(j);
             std::int64_t const row = e >> bucket_position_bits;
-            if (split && (row & (step - 1)) != first) continue;
+            if (by_rows && (row & (step - 1)) != first) continue;
             std::int64_t const p = e & position_mask;
-            if (has_counts) Kokkos::single(Kokkos::PerTeam(team), [&]() { counts(r0 + row) += 1; });
+            if (counter) Kokkos::single(Kokkos::PerTeam(team), [&]() { counts(r0 + row) += 1; });
+            bool first_term = false;
+            if (fresh != nullptr) {
+              std::uint32_t const bit = std::uint32_t{1} << (row & 31);
+              first_term = ((*fresh)(row >> 5) & bit) == 0;
+              (*fresh)(row >> 5) |= bit;
+            }
             if (check_terms)
-              Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](std::int64_t c) {
+              Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c0, c0 + dc), [&](std::int64_t c) {
                 float const x = dy(p, c);
                 flag |= non_finite(x);
                 add(row, c, x);
               });
+            else if (first_term)
+              Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c0, c0 + dc),
+                                   [&](std::int64_t c) { set(row, c, dy(p, c)); });
             else
-              Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](std::int64_t c) { add(row, c, dy(p, c)); });
+              Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c0, c0 + dc),
+                                   [&](std::int64_t c) { add(row, c, dy(p, c)); });
           }
         };
-        // A bitmap of the rows the entries hit, where there are few enough entries
-        // for the bucket to be sparse.
+        // On the host without a carry, a row starts at its first term (+0.0 + x, the
+        // same bits as adding x to +0.0) and rows without terms are streamed zeros:
+        // nothing zeroes the pad, a row's first term is a store, not a load and add,
+        // and no bucket needs the sparse path. (A device team shares a row's
+        // columns, so there every row starts from +0.0 or the carry.)
+        bool const lazy = Tiles<ExecutionSpace>::host && !has_carry;
+        // A bitmap: the rows seen so far where lazy, else the rows the entries hit
+        // where there are few enough entries for the bucket to be sparse.
         Bits hit(team.team_scratch(1), (n_rows + 31) / 32);
         std::int64_t hits = n_rows;
-        if ((end - begin) * sparse_entries < n_rows) {
+        if (!lazy && (end - begin) * sparse_entries < n_rows) {
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (n_rows + 31) / 32), [&](std::int64_t w) { hit(w) = 0; });
           team.team_barrier();
           Kokkos::single(
@@ -193,22 +219,33 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
           stream_fence();
           team.team_barrier();
           // Few entries: each term tested (their sums stay in the gradient, unread).
-          fold_entries(!in_place, [&](std::int64_t row, std::int64_t c, float x) {
+          auto const add = [&](std::int64_t row, std::int64_t c, float x) {
             if (r0 + row != padding_idx) grad(r0 + row, c) = grad(r0 + row, c) + x;  // padding: checked, dropped
-          });
+          };
+          fold_entries(!in_place, static_cast<Bits const*>(nullptr), add, add);
           saw |= flag;
           return;
         }
-        Scratch acc(team.team_scratch(1), n_rows * d);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, mine), [&](std::int64_t i) {
-          std::int64_t const row = first + i * step;
-          if (has_counts) counts(r0 + row) = 0;
-          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, d), [&](std::int64_t c) {
-            acc(row * d + c) = has_carry ? carry(r0 + row, c) : 0.0f;
+        // Row i's columns [c0, c0 + dc) at acc(i * dc).
+        Scratch acc(team.team_scratch(1), n_rows * dc);
+        if (lazy) {
+          for (std::int64_t w = 0; w < (n_rows + 31) / 32; ++w) hit(w) = 0;
+          if (counter)
+            for (std::int64_t i = 0; i < mine; ++i) counts(r0 + first + i * step) = 0;
+        } else {
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, mine), [&](std::int64_t i) {
+            std::int64_t const row = first + i * step;
+            if (counter) counts(r0 + row) = 0;
+            Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, dc), [&](std::int64_t c) {
+              acc(row * dc + c) = has_carry ? carry(r0 + row, c0 + c) : 0.0f;
+            });
           });
-        });
+        }
         team.team_barrier();
-        fold_entries(false, [&](std::int64_t row, std::int64_t c, float x) { acc(row * d + c) = acc(row * d + c) + x; });
+        fold_entries(
+            false, lazy ? &hit : static_cast<Bits const*>(nullptr),
+            [&](std::int64_t row, std::int64_t c, float x) { acc(row * dc + c - c0) = acc(row * dc + c - c0) + x; },
+            [&](std::int64_t row, std::int64_t c, float x) { acc(row * dc + c - c0) = 0.0f + x; });
         team.team_barrier();
         // Every gradient row written once, by streaming stores where the host has
         // them, its sums tested on the way (the padding row's terms were summed and
@@ -216,19 +253,22 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
         bool const check = !in_place;
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, mine), [&](std::int64_t i) {
           std::int64_t const row = first + i * step;
+          bool const untouched = lazy && ((hit(row >> 5) >> (row & 31)) & 1) == 0;
           if (r0 + row == padding_idx) {
-            for (std::int64_t c = 0; c < d; ++c) {
-              if (check) flag |= non_finite(acc(row * d + c));
-              grad(r0 + row, c) = 0.0f;
+            for (std::int64_t c = 0; c < dc; ++c) {
+              if (check && !untouched) flag |= non_finite(acc(row * dc + c));
+              grad(r0 + row, c0 + c) = 0.0f;
             }
+          } else if (untouched) {
+            stream_zero(&grad(r0 + row, c0), dc);
           } else if (Tiles<ExecutionSpace>::host) {
-            int const bad_row = stream_copy(&grad(r0 + row, 0), &acc(row * d), d);
+            int const bad_row = stream_copy(&grad(r0 + row, c0), &acc(row * dc), dc);
             if (check) flag |= bad_row;
           } else {
-            Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, d), [&](std::int64_t c) {
-              float const sum = acc(row * d + c);
+            Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, dc), [&](std::int64_t c) {
+              float const sum = acc(row * dc + c);
               if (check) flag |= non_finite(sum);
-              grad(r0 + row, c) = sum;
+              grad(r0 + row, c0 + c) = sum;
             });
           }
         });

@@ -76,7 +76,7 @@ struct ScanWalk {
       // in flight (1 thread, V = 1e3, T = 1e6, d = 128: 52 -> 43 ms). Where blocks
       // split the rows, the next position may be another block's: no fetch there.
       if (rows_b == 1 && p + prefetch_rows < t)
-        for (std::int64_t c = lo; c < hi; c += 16) prefetch(&dy(p + prefetch_rows, c));
+        for (std::int64_t c = lo; c < hi; c += line_floats) prefetch(&dy(p + prefetch_rows, c));
       if (r == padding_idx) {
         for (std::int64_t c = lo; c < hi; ++c) flag |= non_finite(dy(p, c));
         continue;

@@ -16,7 +16,7 @@ KOKKOS_INLINE_FUNCTION void prefetch_entry(Positions const& positions, Dy const&
                                            std::int64_t n) {
   if (j + prefetch_rows >= static_cast<std::int64_t>(positions.extent(0))) return;
   float const* next = &dy(positions(j + prefetch_rows), c0);
-  for (std::int64_t k = 0; k < n; k += 16) prefetch(next + k);
+  for (std::int64_t k = 0; k < n; k += line_floats) prefetch(next + k);
 }
 
 // Mode `identical`: acc = carry (or +0.0), then acc = acc + dy[p] for p ascending.

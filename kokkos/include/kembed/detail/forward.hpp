@@ -43,7 +43,7 @@ void forward(ExecutionSpace const& space, IdView const& ids, Table const& weight
         for (std::int64_t p = b * block; p < end; ++p) {
           if (p + ahead < t) {
             auto const next = static_cast<std::int64_t>(ids(p + ahead));
-            for (std::int64_t c = 0; c < d; c += 16) prefetch(&weight(next, c));
+            for (std::int64_t c = 0; c < d; c += line_floats) prefetch(&weight(next, c));
           }
           float* const out = &y(p, 0);
           float const* const row = &weight(static_cast<std::int64_t>(ids(p)), 0);

@@ -91,6 +91,7 @@ KOKKOS_INLINE_FUNCTION std::int64_t part_begin(std::int64_t n, std::int64_t part
 // reads from a 2 GB table at 8 rows in flight; the L2 took 32, and the forward at
 // V = T = 1e6 ran 1.2-1.35x faster (docs/PERFORMANCE.md).
 inline constexpr std::int64_t prefetch_rows = 32;  // rows fetched ahead of the one read
+inline constexpr std::int64_t line_floats = 16;    // floats in a 64-byte cache line
 KOKKOS_INLINE_FUNCTION void prefetch(void const* p) {
 #if defined(__GNUC__) && !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__) && !defined(__SYCL_DEVICE_ONLY__)
   __builtin_prefetch(p, 0, 1);
