@@ -61,6 +61,20 @@ inline void bucket_parts(BucketShape& s, std::int64_t t, std::int64_t busiest, s
 inline constexpr std::int64_t sparse_entries = 8;
 inline constexpr std::int64_t sparse_hits = 16;
 
+// A bucket's bitmap of rows: whether `row` is marked, and marking it (returning
+// whether it was new).
+template <class Bits>
+KOKKOS_INLINE_FUNCTION bool row_marked(Bits const& bits, std::int64_t row) {
+  return ((bits(row >> 5) >> (row & 31)) & 1) != 0;
+}
+template <class Bits>
+KOKKOS_INLINE_FUNCTION bool mark_row(Bits const& bits, std::int64_t row) {
+  std::uint32_t const bit = std::uint32_t{1} << (row & 31);
+  bool const fresh = (bits(row >> 5) & bit) == 0;
+  bits(row >> 5) |= bit;
+  return fresh;
+}
+
 template <class ExecutionSpace>
 struct BucketBudget {
   // Host: a quarter of a typical L2, so the slice stays put while dy streams by.
@@ -133,12 +147,21 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
         std::int64_t const dc = by_cols ? d / parts : d, c0 = by_cols ? part * dc : 0;
         bool const counter = has_counts && (!by_cols || part == 0);  // one part counts each row
         std::int64_t const mine = n_rows > first ? (n_rows - first + step - 1) / step : 0;
+        // On the host without a carry, a row starts at its first term (+0.0 + x, the
+        // same bits as adding x to +0.0) and rows without terms are streamed zeros:
+        // nothing zeroes the pad, a row's first term is a store, not a load and add,
+        // and no bucket needs the sparse path. (A device team shares a row's
+        // columns, so there every row starts from +0.0 or the carry.)
+        bool const lazy = Tiles<ExecutionSpace>::host && !has_carry;
+        // A bitmap: the rows seen so far where lazy, else the rows the entries hit
+        // where there are few enough entries for the bucket to be sparse.
+        Bits hit(team.team_scratch(1), (n_rows + 31) / 32);
         // This team's entries in position order: each is counted, and add(row, c,
-        // x) gets its terms, or set(row, c, x) a row's first where `fresh` marks the
-        // rows seen so far. The same thread owns column c at every entry (one range,
-        // one split), so each (row, column) sum is one thread's ascending loop.
+        // x) gets its terms, or set(row, c, x) a row's first where `track` marks the
+        // rows seen so far in `hit`. The same thread owns column c at every entry (one
+        // range, one split), so each (row, column) sum is one thread's ascending loop.
         int flag = 0;
-        auto const fold_entries = [&](bool check_terms, auto const* fresh, auto const& add, auto const& set) {
+        auto const fold_entries = [&](bool check_terms, bool track, auto const& add, auto const& set) {
           for (std::int64_t j = begin; j < end; ++j) {
             if (j + prefetch_rows < end) {  // dy reads are scattered, not streamed: fetch ahead
               std::int64_t const next = entries(j + prefetch_rows);
@@ -150,12 +173,7 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
             if (by_rows && (row & (step - 1)) != first) continue;
             std::int64_t const p = e & position_mask;
             if (counter) Kokkos::single(Kokkos::PerTeam(team), [&]() { counts(r0 + row) += 1; });
-            bool first_term = false;
-            if (fresh != nullptr) {
-              std::uint32_t const bit = std::uint32_t{1} << (row & 31);
-              first_term = ((*fresh)(row >> 5) & bit) == 0;
-              (*fresh)(row >> 5) |= bit;
-            }
+            bool const first_term = track && mark_row(hit, row);
             if (check_terms)
               Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c0, c0 + dc), [&](std::int64_t c) {
                 float const x = dy(p, c);
@@ -170,15 +188,6 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
                                    [&](std::int64_t c) { add(row, c, dy(p, c)); });
           }
         };
-        // On the host without a carry, a row starts at its first term (+0.0 + x, the
-        // same bits as adding x to +0.0) and rows without terms are streamed zeros:
-        // nothing zeroes the pad, a row's first term is a store, not a load and add,
-        // and no bucket needs the sparse path. (A device team shares a row's
-        // columns, so there every row starts from +0.0 or the carry.)
-        bool const lazy = Tiles<ExecutionSpace>::host && !has_carry;
-        // A bitmap: the rows seen so far where lazy, else the rows the entries hit
-        // where there are few enough entries for the bucket to be sparse.
-        Bits hit(team.team_scratch(1), (n_rows + 31) / 32);
         std::int64_t hits = n_rows;
         if (!lazy && (end - begin) * sparse_entries < n_rows) {
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, (n_rows + 31) / 32), [&](std::int64_t w) { hit(w) = 0; });
@@ -187,12 +196,8 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
               Kokkos::PerTeam(team),
               [&](std::int64_t& h) {
                 h = 0;
-                for (std::int64_t j = begin; j < end; ++j) {
-                  std::int64_t const row = entries(j) >> bucket_position_bits;
-                  std::uint32_t const bit = std::uint32_t{1} << (row & 31);
-                  if ((hit(row >> 5) & bit) == 0) ++h;
-                  hit(row >> 5) |= bit;
-                }
+                for (std::int64_t j = begin; j < end; ++j)
+                  if (mark_row(hit, entries(j) >> bucket_position_bits)) ++h;
               },
               hits);
           team.team_barrier();
@@ -206,7 +211,7 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
             if (has_counts) counts(r) = 0;
             bool const keep = has_carry && r != padding_idx;
             if (keep && in_place) return;  // already holds its carry
-            if (Tiles<ExecutionSpace>::host && ((hit(row >> 5) >> (row & 31)) & 1) == 0) {
+            if (Tiles<ExecutionSpace>::host && !row_marked(hit, row)) {
               if (keep)
                 stream_copy(&grad(r, 0), &carry(r, 0), d);
               else
@@ -222,7 +227,7 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
           auto const add = [&](std::int64_t row, std::int64_t c, float x) {
             if (r0 + row != padding_idx) grad(r0 + row, c) = grad(r0 + row, c) + x;  // padding: checked, dropped
           };
-          fold_entries(!in_place, static_cast<Bits const*>(nullptr), add, add);
+          fold_entries(!in_place, false, add, add);
           saw |= flag;
           return;
         }
@@ -243,7 +248,7 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
         }
         team.team_barrier();
         fold_entries(
-            false, lazy ? &hit : static_cast<Bits const*>(nullptr),
+            false, lazy,
             [&](std::int64_t row, std::int64_t c, float x) { acc(row * dc + c - c0) = acc(row * dc + c - c0) + x; },
             [&](std::int64_t row, std::int64_t c, float x) { acc(row * dc + c - c0) = 0.0f + x; });
         team.team_barrier();
@@ -253,7 +258,7 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
         bool const check = !in_place;
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, mine), [&](std::int64_t i) {
           std::int64_t const row = first + i * step;
-          bool const untouched = lazy && ((hit(row >> 5) >> (row & 31)) & 1) == 0;
+          bool const untouched = lazy && !row_marked(hit, row);
           if (r0 + row == padding_idx) {
             for (std::int64_t c = 0; c < dc; ++c) {
               if (check && !untouched) flag |= non_finite(acc(row * dc + c));
