@@ -3,6 +3,7 @@
 // read in blocks, so memory holds the table, the gradient and one block.
 #include "commands.hpp"
 #include "console.hpp"
+#include "paths.hpp"
 
 #include <kembed/embedding.hpp>
 #include <kembed/io/error.hpp>
@@ -15,7 +16,9 @@
 #include <unistd.h>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <random>
+#include <utility>
 
 namespace kembed::cli {
 namespace {
@@ -24,11 +27,6 @@ using clock_type = std::chrono::steady_clock;
 double since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
-bool exists(std::string const& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0;
-}
-
 std::string make_run_id() {
   std::time_t const now = std::time(nullptr);
   std::tm tm{};
@@ -39,6 +37,70 @@ std::string make_run_id() {
   char id[64];
   std::snprintf(id, sizeof id, "%s-%d-%04x", stamp, int(::getpid()), unsigned(device() & 0xffff));
   return id;
+}
+
+// Refuses, before anything is read or written, a job that would replace or remove a
+// file it was not given for that: the output over an input, a checkpoint path that
+// is an input or the output, or a checkpoint path holding anything but a kembed
+// checkpoint. Returns the checkpoint found there (attributes only), if any.
+std::optional<io::Checkpoint> check_job_paths(BackwardArgs const& args, std::string const& checkpoint_path) {
+  for (auto const& [option, input] : {std::pair{"--table", args.table}, std::pair{"--batch", args.batch}}) {
+    if (same_file(args.out, input))
+      throw InvalidArgument("out", "--out " + args.out + " is the same file as " + option + " " + input +
+                                       "; the run file would replace it. Give --out a path of its own");
+    if (same_file(checkpoint_path, input))
+      throw InvalidArgument("checkpoint", "--checkpoint " + checkpoint_path + " is the same file as " + option + " " +
+                                              input + "; a checkpoint needs a path of its own");
+  }
+  if (same_file(checkpoint_path, args.out))
+    throw InvalidArgument("checkpoint", "--checkpoint " + checkpoint_path + " is the same file as --out " + args.out +
+                                            "; a checkpoint needs a path of its own");
+  check_output_path("--out", args.out);
+  bool const uses_checkpoint = args.checkpoint_every > 0 || args.resume;
+  if (!uses_checkpoint || !path_exists(checkpoint_path)) {
+    if (args.checkpoint_every > 0) check_output_path("--checkpoint", checkpoint_path);
+    return std::nullopt;
+  }
+  // This job would overwrite, resume from and remove what is there: it must be a checkpoint.
+  io::Checkpoint found;
+  try {
+    found = io::read_checkpoint(checkpoint_path, false);
+  } catch (io::FileError const& e) {
+    std::string const why = std::string(e.what()).substr(std::string("kembed: ").size());
+    throw InvalidArgument("checkpoint", why + ". kembed writes, resumes and removes its checkpoint at " +
+                                            checkpoint_path +
+                                            ", so that path must be free or hold a kembed checkpoint; it was "
+                                            "left as it is");
+  }
+  if (!args.resume) {
+    throw InvalidArgument("checkpoint", checkpoint_path + " holds the checkpoint of an unfinished job (at position " +
+                                            with_commas(found.position) +
+                                            "); continue it with --resume, or remove it to start again");
+  }
+  return found;
+}
+
+// Removes the checkpoint only if it is still this job's: a kembed checkpoint with this
+// job's id (or, for one written before checkpoints carried ids, the one this job
+// resumed from, with the same inputs).
+void remove_own_checkpoint(std::string const& path, std::string const& job_id, io::Checkpoint const* resumed_legacy) {
+  if (!path_exists(path)) return;
+  io::Checkpoint there;
+  try {
+    there = io::read_checkpoint(path, false);
+  } catch (Error const&) {
+    Console::get().log("kembed backward: left " + path + " alone: it is no longer a kembed checkpoint");
+    return;
+  }
+  bool const ours = there.job_id.empty() ? resumed_legacy && resumed_legacy->job_id.empty() &&
+                                               there.table_sha256 == resumed_legacy->table_sha256 &&
+                                               there.batch_sha256 == resumed_legacy->batch_sha256
+                                         : there.job_id == job_id;
+  if (!ours) {
+    Console::get().log("kembed backward: left " + path + " alone: it is another job's checkpoint");
+    return;
+  }
+  ::unlink(path.c_str());
 }
 
 // Reads positions [first, first + n) of the batch into the host buffers and counts
@@ -80,6 +142,8 @@ int backward(BackwardArgs const& args) {
     throw InvalidArgument("microbatch", "--microbatch must be at least 1, got " + std::to_string(args.microbatch));
   if (args.checkpoint_every < 0) throw InvalidArgument("checkpoint-every", "--checkpoint-every must be >= 0");
   std::string const checkpoint_path = args.checkpoint.empty() ? args.out + ".checkpoint" : args.checkpoint;
+  auto const found_checkpoint = check_job_paths(args, checkpoint_path);
+  std::string job_id = make_run_id();
 
   // The table and its settings; command-line settings override the file's.
   auto t0 = clock_type::now();
@@ -124,7 +188,7 @@ int backward(BackwardArgs const& args) {
   std::vector<std::int64_t> counts(static_cast<std::size_t>(v), 0);
   std::int64_t position = 0, microbatches = 0;
   double resumed_elapsed = 0;
-  if (args.resume && exists(checkpoint_path)) {
+  if (found_checkpoint) {
     auto ckpt = io::read_checkpoint(checkpoint_path);
     auto mismatch = [&](std::string const& what) {
       throw io::FileError(checkpoint_path, "",
@@ -143,6 +207,7 @@ int backward(BackwardArgs const& args) {
                       Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
                           ckpt.gradient.data(), v, d));
     counts = std::move(ckpt.counts);
+    if (!ckpt.job_id.empty()) job_id = ckpt.job_id;  // the same job, continued
     position = ckpt.position;
     microbatches = ckpt.microbatches;
     resumed_elapsed = ckpt.elapsed_seconds;
@@ -186,6 +251,7 @@ int backward(BackwardArgs const& args) {
     if (args.checkpoint_every > 0 && position < t && position - last_checkpoint >= args.checkpoint_every) {
       t0 = clock_type::now();
       io::Checkpoint ckpt;
+      ckpt.job_id = job_id;
       ckpt.position = position;
       ckpt.microbatches = microbatches;
       ckpt.microbatch_size = args.microbatch;
@@ -239,7 +305,8 @@ int backward(BackwardArgs const& args) {
   io::SaveOptions save;
   save.deflate = args.deflate;
   io::write_run(args.out, run, save);
-  if (exists(checkpoint_path)) ::unlink(checkpoint_path.c_str());  // the job is done
+  if (args.checkpoint_every > 0 || found_checkpoint)  // the job is done: its checkpoint goes
+    remove_own_checkpoint(checkpoint_path, job_id, found_checkpoint ? &*found_checkpoint : nullptr);
 
   auto const sha = io::sha256_hex(run.gradient.data(), run.gradient.size() * sizeof(float));
   double const done = double(t - resumed_from);

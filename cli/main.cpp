@@ -2,6 +2,7 @@
 #include "commands.hpp"
 #include "console.hpp"
 
+#include <kembed/io/batch_process.hpp>
 #include <kembed/io/error.hpp>
 #include <kembed/version.hpp>
 
@@ -38,6 +39,7 @@ int on_backend(std::string const& backend, int threads, F&& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kembed::io::set_up_batch_process();  // a file-size limit is an I/O failure (exit 3), not a kill
   CLI::App app{
       "kembed: reproducible embedding tables. Exit status: 0 success, 1 differ (diff), 2 bad input, "
       "3 I/O failure, 4 internal error.",

@@ -1,8 +1,11 @@
 #pragma once
-// Writes that never leave a half-written file under the final name: the data go
-// to a temporary file in the target's folder, which is synced and renamed over the
-// target (then the folder is synced). Until commit() the target is untouched; a
-// destroyed, uncommitted AtomicFile removes its temporary file.
+// Writes that never leave a half-written file under the final name, nor a
+// temporary file that stays for good. The data go to `.<name>.tmp.<host>.<pid>.XXXXXX`
+// in the target's folder, which is synced and renamed over the target (then the
+// folder is synced). Until commit() the target is untouched; a destroyed, uncommitted
+// AtomicFile removes its temporary file, and one left by a killed process is removed
+// by the next write of the same target on that host. (An unnamed O_TMPFILE would
+// leave nothing at all, but HDF5 1.10 refuses to open one by its /proc path.)
 #include <string>
 
 namespace kembed::io {
@@ -15,7 +18,7 @@ class AtomicFile {
   AtomicFile& operator=(AtomicFile const&) = delete;
 
   std::string const& temp_path() const noexcept { return temp_; }
-  void commit();  // fsync, rename, fsync the folder; throws IoFailure
+  void commit();  // fsync, rename over the target, fsync the folder; throws IoFailure
 
  private:
   std::string target_, temp_;

@@ -7,6 +7,8 @@
 #include <kembed/io/error.hpp>
 #include <kembed/version.hpp>
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
@@ -24,6 +26,16 @@ h5::Handle open_for_reading(std::string const& path) {
   if (::stat(path.c_str(), &st) != 0)
     throw FileError(path, "", std::string("cannot be opened: ") + std::strerror(errno));
   if (S_ISDIR(st.st_mode)) throw FileError(path, "", "is a folder, not an HDF5 file");
+  // A FIFO, socket or device would block or stream forever inside HDF5.
+  if (!S_ISREG(st.st_mode))
+    throw FileError(path, "",
+                    std::string("is not a regular file (it is a ") +
+                        (S_ISFIFO(st.st_mode)  ? "FIFO"
+                         : S_ISSOCK(st.st_mode) ? "socket"
+                         : S_ISCHR(st.st_mode)  ? "character device"
+                         : S_ISBLK(st.st_mode)  ? "block device"
+                                                : "special file") +
+                        "); kembed reads HDF5 files");
   if (::access(path.c_str(), R_OK) != 0)
     throw FileError(path, "", std::string("cannot be read: ") + std::strerror(errno));
   htri_t const is_hdf5 = H5Fis_hdf5(path.c_str());
@@ -33,18 +45,32 @@ h5::Handle open_for_reading(std::string const& path) {
   }
   h5::Handle file = h5::file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!file.valid()) {
-    throw FileError(
-        path, "", "is an HDF5 file but cannot be opened; it is truncated or damaged (HDF5: " + h5::error_text() + ")");
+    auto const text = h5::error_text();
+    // HDF5 1.10 locks files it opens; a writer elsewhere holds the lock.
+    if (text.find("unable to lock") != std::string::npos)
+      throw FileError(path, "",
+                      "is locked: another program has it open for writing (HDF5: " + text +
+                          "). Wait for it to finish, or close it there");
+    throw FileError(path, "", "is an HDF5 file but cannot be opened; it is truncated or damaged (HDF5: " + text + ")");
   }
   return file;
 }
+
+namespace {
+// Whether decimal `text` is a larger number than `value` (any length, no overflow).
+bool greater_than(std::string text, int value) {
+  text.erase(0, std::min(text.find_first_not_of('0'), text.size()));
+  std::string const v = std::to_string(value);
+  return text.size() != v.size() ? text.size() > v.size() : text > v;
+}
+}  // namespace
 
 void check_format(hid_t file, std::string const& path, std::string const& family, int version, char const* what) {
   std::optional<std::string> tag;
   try {
     tag = h5::read_string(file, "format");
   } catch (std::exception const& e) {
-    throw FileError(path, "", std::string("attribute 'format' ") + e.what());
+    throw FileError(path, "", e.what());
   }
   std::string const want = family + "-" + std::to_string(version);
   if (!tag) {
@@ -57,7 +83,7 @@ void check_format(hid_t file, std::string const& path, std::string const& family
   std::string const tag_family = dash == std::string::npos ? *tag : tag->substr(0, dash);
   std::string const tag_version = dash == std::string::npos ? "" : tag->substr(dash + 1);
   bool const numeric = !tag_version.empty() && tag_version.find_first_not_of("0123456789") == std::string::npos;
-  if (tag_family == family && numeric && std::stoll(tag_version) > version) {
+  if (tag_family == family && numeric && greater_than(tag_version, version)) {
     throw FileError(path, "",
                     "was written by a newer kembed (format '" + *tag + "'); this kembed reads '" + want +
                         "': upgrade kembed to read it");
@@ -90,6 +116,148 @@ void check_size(std::string const& path, std::string const& name, std::int64_t r
                     memory / double(1ull << 30));
       throw FileError(path, name, text);
     }
+  }
+}
+
+namespace {
+
+std::string folder_of(std::string const& path) {
+  auto const slash = path.rfind('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+char const* filter_name(H5Z_filter_t id) {
+  switch (id) {
+    case H5Z_FILTER_DEFLATE:
+      return "deflate";
+    case H5Z_FILTER_SHUFFLE:
+      return "shuffle";
+    case H5Z_FILTER_FLETCHER32:
+      return "fletcher32";
+    case H5Z_FILTER_SZIP:
+      return "szip";
+    case H5Z_FILTER_NBIT:
+      return "nbit";
+    case H5Z_FILTER_SCALEOFFSET:
+      return "scaleoffset";
+    case 32000:
+      return "lzf";
+    case 32001:
+      return "blosc";
+    case 32004:
+      return "lz4";
+    case 32008:
+      return "bitshuffle";
+    case 32015:
+      return "zstd";
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+void check_storage(hid_t dataset, std::string const& path, std::string const& name) {
+  h5::Handle dcpl = h5::plist(H5Dget_create_plist(dataset));
+  h5::Handle type = h5::datatype(H5Dget_type(dataset));
+  h5::Handle space = h5::dataspace(H5Dget_space(dataset));
+  if (!dcpl.valid() || !type.valid() || !space.valid())
+    throw FileError(path, name, "has unreadable metadata; the file is damaged (HDF5: " + h5::error_text() + ")");
+  int const rank = H5Sget_simple_extent_ndims(space);
+  if (rank < 0 || rank > H5S_MAX_RANK) throw FileError(path, name, "has an unreadable shape; the file is damaged");
+  hsize_t dims[H5S_MAX_RANK] = {};
+  H5Sget_simple_extent_dims(space, dims, nullptr);
+  // Every filter must be one this HDF5 can decode: say which is missing, not "damaged".
+  int const filters = H5Pget_nfilters(dcpl);
+  for (int i = 0; i < filters; ++i) {
+    unsigned flags = 0, config = 0;
+    std::size_t n = 0;
+    char stored[64] = {};
+    H5Z_filter_t const id = H5Pget_filter2(dcpl, unsigned(i), &flags, &n, nullptr, sizeof stored, stored, &config);
+    if (id < 0) throw FileError(path, name, "has an unreadable filter pipeline; the file is damaged");
+    if (H5Zfilter_avail(id) <= 0) {
+      h5::error_text();
+      char const* known = filter_name(id);
+      std::string const called = known ? known : stored[0] ? stored : "unnamed";
+      throw FileError(path, name,
+                      "is compressed with the HDF5 filter '" + called + "' (id " + std::to_string(id) +
+                          "), which this HDF5 does not have; rewrite it without that filter (h5py: "
+                          "compression='gzip' or none) and try again");
+    }
+  }
+  auto const layout = H5Pget_layout(dcpl);
+  if (layout == H5D_VIRTUAL) {
+    // A virtual dataset reads a missing source as fill values, silently: refuse that.
+    std::size_t count = 0;
+    if (H5Pget_virtual_count(dcpl, &count) < 0)
+      throw FileError(path, name, "is a virtual dataset whose mappings cannot be read; the file is damaged");
+    for (std::size_t i = 0; i < count; ++i) {
+      ssize_t const length = H5Pget_virtual_filename(dcpl, i, nullptr, 0);
+      if (length < 0) throw FileError(path, name, "is a virtual dataset whose mappings cannot be read");
+      std::string source(std::size_t(length) + 1, '\0');
+      H5Pget_virtual_filename(dcpl, i, source.data(), source.size());
+      source.resize(std::size_t(length));
+      if (source == ".") continue;  // this same file
+      std::string const resolved = source[0] == '/' ? source : folder_of(path) + "/" + source;
+      struct stat st {};
+      if (::stat(resolved.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::access(resolved.c_str(), R_OK) != 0)
+        throw FileError(path, name,
+                        "is a virtual dataset whose source file " + source +
+                            " is missing or unreadable; its rows would read as zeros, so it is refused");
+    }
+    return;
+  }
+  std::int64_t const element = static_cast<std::int64_t>(H5Tget_size(type));
+  int const externals = H5Pget_external_count(dcpl);
+  if (externals > 0) {
+    // Raw data in other files: each must exist and hold the bytes it is said to hold.
+    for (int i = 0; i < externals; ++i) {
+      char file_name[4096] = {};
+      off_t offset = 0;
+      hsize_t size = 0;
+      if (H5Pget_external(dcpl, unsigned(i), sizeof file_name, file_name, &offset, &size) < 0)
+        throw FileError(path, name, "keeps its data in external files that cannot be listed; the file is damaged");
+      std::string const source = file_name;
+      std::string const resolved = source.empty() || source[0] == '/' ? source : folder_of(path) + "/" + source;
+      struct stat st {};
+      bool const present = ::stat(resolved.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+      if (!present || (size != H5F_UNLIMITED && double(st.st_size) < double(offset) + double(size)))
+        throw FileError(path, name,
+                        "keeps its data in the external file " + source +
+                            (present ? ", which is shorter than declared" : ", which is missing") +
+                            "; its values would read as zeros, so it is refused");
+    }
+    return;
+  }
+  // Declared size against stored data: unallocated storage reads as fill values, so a
+  // tiny file could claim 2^40 positions and stream zeros. Both must match.
+  double elements = 1;
+  for (int i = 0; i < rank; ++i) elements *= double(dims[i]);
+  if (elements == 0) return;
+  if (layout == H5D_CONTIGUOUS) {
+    double const stored = double(H5Dget_storage_size(dataset));
+    if (stored < elements * double(element))
+      throw FileError(path, name,
+                      "declares " + std::to_string(static_cast<long long>(elements)) + " values but stores " +
+                          std::to_string(static_cast<long long>(stored / double(element))) +
+                          "; the file is truncated or damaged");
+  } else if (layout == H5D_CHUNKED) {
+    hsize_t chunk[H5S_MAX_RANK] = {};
+    if (H5Pget_chunk(dcpl, rank, chunk) != rank) throw FileError(path, name, "has unreadable chunk dimensions");
+    double expected = 1;
+    for (int i = 0; i < rank; ++i) {
+      if (chunk[i] == 0) throw FileError(path, name, "has a zero chunk dimension; the file is damaged");
+      expected *= std::ceil(double(dims[i]) / double(chunk[i]));
+    }
+    hsize_t allocated = 0;
+    if (H5Dget_num_chunks(dataset, space, &allocated) < 0)
+      throw FileError(path, name, "has an unreadable chunk index; the file is damaged (HDF5: " + h5::error_text() + ")");
+    if (double(allocated) < expected)
+      throw FileError(path, name,
+                      "stores " + std::to_string(allocated) + " of the " +
+                          std::to_string(static_cast<long long>(expected)) +
+                          " chunks its shape declares; the missing ones would read as zeros, so the file is "
+                          "refused as truncated or damaged");
   }
 }
 
@@ -134,6 +302,7 @@ FloatMatrix open_float_matrix(hid_t file, std::string const& path, std::string c
     throw FileError(path, name, "has dimensions beyond 64-bit signed integers");
   m.rows = static_cast<std::int64_t>(dims[0]);
   m.cols = static_cast<std::int64_t>(dims[1]);
+  check_storage(m.dataset, path, name);
   return m;
 }
 
@@ -206,12 +375,6 @@ void write_block(hid_t dset, char const* name, hid_t mem_type, std::int64_t firs
 }
 }  // namespace
 
-void write_matrix(hid_t loc, char const* name, hid_t file_type, hid_t mem_type, void const* data, std::int64_t rows,
-                  std::int64_t cols, SaveOptions const& options) {
-  auto dset = create_matrix(loc, name, file_type, rows, cols, options);
-  write_block(dset, name, mem_type, 0, rows, data);
-}
-
 h5::Handle open_int_vector(hid_t file, std::string const& path, std::string const& name, std::int64_t* size_out) {
   if (!h5::exists(file, name)) throw FileError(path, name, "does not exist");
   h5::Handle dset = h5::dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT));
@@ -233,6 +396,8 @@ h5::Handle open_int_vector(hid_t file, std::string const& path, std::string cons
         path, name,
         "has rank " + std::to_string(rank) + "; ids are 1-D (T,), positions in order (flatten them in C order)");
   }
+  if (dims[0] > hsize_t(INT64_MAX)) throw FileError(path, name, "has a length beyond 64-bit signed integers");
+  check_storage(dset, path, name);
   if (size_out) *size_out = static_cast<std::int64_t>(dims[0]);
   return dset;
 }
@@ -256,11 +421,36 @@ struct StreamingFile::Impl {
   AtomicFile out;
   h5::Handle file;
   std::vector<std::pair<std::string, h5::Handle>> datasets;
+  bool committed = false;
   explicit Impl(std::string p) : path(p), out(std::move(p)) {}
+  ~Impl() {
+    if (!committed) discard();
+  }
   hid_t dataset(char const* name) {
     for (auto& [n, d] : datasets)
       if (n == name) return d;
     throw std::logic_error(std::string("StreamingFile: no dataset ") + name);
+  }
+  // An unfinished file is thrown away, but HDF5 still flushes and truncates it on
+  // close; after a failed write (disk full, file-size limit) that fails too, and a
+  // file HDF5 could not close crashes its exit handler. So its descriptor is first
+  // pointed at an anonymous memory file: every close then succeeds, and the
+  // temporary file, never renamed in, goes with AtomicFile.
+  void discard() noexcept {
+    h5::Quiet quiet;
+    if (file.valid()) {
+      void* handle = nullptr;
+      if (H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) >= 0 && handle) {
+        int const sink = ::memfd_create("kembed-discarded", MFD_CLOEXEC);
+        if (sink >= 0) {
+          ::dup2(sink, *static_cast<int*>(handle));
+          ::close(sink);
+        }
+      }
+    }
+    datasets.clear();
+    file.close();
+    h5::error_text();
   }
 };
 
@@ -294,8 +484,13 @@ void StreamingFile::write_rows(char const* name, hid_t mem_type, std::int64_t fi
 }
 
 void StreamingFile::commit() {
+  // Flushed while the file can still be discarded; only a clean file is closed and linked in.
+  if (H5Fflush(impl_->file, H5F_SCOPE_LOCAL) < 0)
+    throw std::runtime_error("flushing it failed: " + h5::error_text());
   impl_->datasets.clear();
-  if (!impl_->file.close()) throw std::runtime_error("closing (flushing) it failed: " + h5::error_text());
+  if (H5Fclose(impl_->file.get()) < 0) throw std::runtime_error("closing it failed: " + h5::error_text());
+  impl_->file.release();
+  impl_->committed = true;
   impl_->out.commit();
 }
 
@@ -305,7 +500,7 @@ auto required(std::string const& path, char const* name, Read&& read) {
   try {
     if (auto value = read()) return *value;
   } catch (std::exception const& e) {
-    throw FileError(path, "", std::string("attribute '") + name + "' " + e.what());
+    throw FileError(path, "", e.what());
   }
   throw FileError(path, "", std::string("has no attribute '") + name + "'");
 }

@@ -7,6 +7,8 @@
 #include <kembed/io/table_file.hpp>
 
 #include <cstdint>
+#include <new>
+#include <stdexcept>
 #include <string>
 
 namespace kembed::io::detail {
@@ -16,6 +18,11 @@ h5::Handle open_for_reading(std::string const& path);
 
 // Reads the root's "format" attribute and checks it is `family`-N with N == version.
 void check_format(hid_t file, std::string const& path, std::string const& family, int version, char const* what);
+
+// Refuses a dataset whose declared size its file cannot back: unallocated chunks or
+// contiguous storage shorter than declared, a virtual dataset with a missing source,
+// external raw data that is missing or short, and a filter this HDF5 lacks.
+void check_storage(hid_t dataset, std::string const& path, std::string const& name);
 
 struct FloatMatrix {
   h5::Handle dataset;
@@ -50,18 +57,19 @@ class StreamingFile {
   // A chunked, checksummed dataset of rows x cols (cols = 0: 1-D), filled later.
   void create(char const* name, hid_t file_type, std::int64_t rows, std::int64_t cols, SaveOptions const& options);
   void write_rows(char const* name, hid_t mem_type, std::int64_t first, std::int64_t count, void const* data);
+  // create() and write_rows() of all `rows` at once. Datasets belong to the file, so
+  // that a failed write can discard them with it (see Impl::discard).
+  void write_whole(char const* name, hid_t file_type, hid_t mem_type, void const* data, std::int64_t rows,
+                   std::int64_t cols, SaveOptions const& options) {
+    create(name, file_type, rows, cols, options);
+    write_rows(name, mem_type, 0, rows, data);
+  }
   void commit();  // close, fsync, rename
 
  private:
   struct Impl;
   Impl* impl_;
 };
-
-// Writes a chunked (rows_per_chunk x cols), Fletcher32-checksummed dataset of
-// `file_type` (H5T_IEEE_F32LE, H5T_STD_I64LE) from `mem_type` data; cols = 0
-// writes a 1-D dataset of `rows` values.
-void write_matrix(hid_t loc, char const* name, hid_t file_type, hid_t mem_type, void const* data, std::int64_t rows,
-                  std::int64_t cols, SaveOptions const& options);
 
 // Attributes a format requires: the value, or a FileError naming the attribute.
 std::int64_t required_int64(hid_t obj, std::string const& path, char const* name);
@@ -88,6 +96,23 @@ void writing(std::string const& path, std::string const& what, Step&& step) {
     throw IoFailure(path, what + ": " + e.what());
   }
 }
+// Runs a step of reading `path` with HDF5's printing off. kembed's own errors pass
+// through; any other failure (HDF5 refusing, a malformed object, a parse error)
+// becomes a FileError naming the file, so no reader can end a program another way.
+template <class Step>
+auto reading(std::string const& path, Step&& step) -> decltype(step()) {
+  h5::Quiet quiet;
+  try {
+    return step();
+  } catch (Error const&) {
+    throw;
+  } catch (std::bad_alloc const&) {
+    throw;
+  } catch (std::exception const& e) {
+    throw FileError(path, "", std::string("cannot be read: ") + e.what());
+  }
+}
+
 // This process's command line, arguments joined by spaces ("" where unknown).
 std::string own_command_line();
 

@@ -98,18 +98,23 @@ herr_t add_dataset(hid_t, char const* name, H5L_info_t const* info, void* data) 
 }  // namespace
 
 FileSummary describe_file(std::string const& path) {
-  h5::Quiet quiet;
-  auto file = detail::open_for_reading(path);
-  FileSummary summary;
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) summary.bytes = st.st_size;
-  summary.format = h5::read_string(file, "format").value_or("");
-  for (auto const& name : h5::attribute_names(file))
-    summary.attributes.emplace_back(name, attribute_text(file, name.c_str()));
-  Visit visit{file, &summary};
-  if (H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, add_dataset, &visit) < 0)
-    throw FileError(path, "", "its structure cannot be read; the file is damaged (HDF5: " + h5::error_text() + ")");
-  return summary;
+  return detail::reading(path, [&] {
+    auto file = detail::open_for_reading(path);
+    FileSummary summary;
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) summary.bytes = st.st_size;
+    try {
+      summary.format = h5::read_string(file, "format").value_or("");
+    } catch (std::exception const&) {
+      summary.format.clear();  // a 'format' that is not one string: not a kembed file, described as HDF5
+    }
+    for (auto const& name : h5::attribute_names(file))
+      summary.attributes.emplace_back(name, attribute_text(file, name.c_str()));
+    Visit visit{file, &summary};
+    if (H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, add_dataset, &visit) < 0)
+      throw FileError(path, "", "its structure cannot be read; the file is damaged (HDF5: " + h5::error_text() + ")");
+    return summary;
+  });
 }
 
 }  // namespace kembed::io

@@ -1,5 +1,7 @@
 #include "h5.hpp"
 
+#include <cstdint>
+#include <cstring>
 #include <stdexcept>
 
 namespace kembed::io::h5 {
@@ -17,8 +19,16 @@ namespace {
 herr_t collect(unsigned n, H5E_error2_t const* e, void* out) {
   auto& text = *static_cast<std::string*>(out);
   if (e->desc && *e->desc) {
+    std::string desc = e->desc;
+    // A failed system call comes as several lines of driver state; the system's own
+    // words ("No space left on device") are what a person needs.
+    auto const at = desc.find("error message = '");
+    if (at != std::string::npos) {
+      auto const from = at + std::strlen("error message = '");
+      desc = "file write failed: " + desc.substr(from, desc.find('\'', from) - from);
+    }
     if (!text.empty()) text += "; ";
-    text += e->desc;
+    text += desc;
   }
   return n >= 3 ? -1 : 0;  // the innermost three say what went wrong
 }
@@ -64,30 +74,69 @@ Handle create_attribute(hid_t obj, char const* name, hid_t type) {
   return attr;
 }
 
-// Reads a string from a string-typed attribute or dataset, fixed or variable length.
+// Fixed-length strings longer than this are refused before any buffer is sized by them.
+constexpr std::size_t max_fixed_string = std::size_t{1} << 20;
+
+// Reads one string from a string-typed attribute or dataset, fixed or variable
+// length; `what` names it in errors. The caller has checked that it holds one value.
 template <class Read>
-std::string read_any_string(hid_t type, Read&& read) {
-  if (H5Tget_class(type) != H5T_STRING) throw std::runtime_error("holds " + describe_type(type) + ", not a string");
+std::string read_one_string(std::string const& what, hid_t type, Read&& read) {
+  if (H5Tget_class(type) != H5T_STRING) throw std::runtime_error(what + " holds " + describe_type(type) + ", not a string");
   if (H5Tis_variable_str(type) > 0) {
     // The memory type must carry the file's character set: HDF5 will not convert
     // between ASCII and UTF-8 variable-length strings.
     Handle mem = vlen_utf8();
     H5Tset_cset(mem, H5Tget_cset(type));
     char* value = nullptr;
-    check(read(mem.get(), static_cast<void*>(&value)), "reading a string");
+    if (read(mem.get(), static_cast<void*>(&value)) < 0)
+      throw std::runtime_error(what + " cannot be read: " + error_text());
     std::string out = value ? value : "";
     H5free_memory(value);
     return out;
   }
   std::size_t const size = H5Tget_size(type);
+  if (size == 0 || size > max_fixed_string)
+    throw std::runtime_error(what + " is a fixed-length string of " + std::to_string(size) + " bytes");
   Handle mem = datatype(H5Tcopy(H5T_C_S1));
   H5Tset_cset(mem, H5Tget_cset(type));
   H5Tset_size(mem, size + 1);
   H5Tset_strpad(mem, H5T_STR_NULLTERM);
   std::string buffer(size + 1, '\0');
-  check(read(mem.get(), static_cast<void*>(buffer.data())), "reading a string");
+  if (read(mem.get(), static_cast<void*>(buffer.data())) < 0)
+    throw std::runtime_error(what + " cannot be read: " + error_text());
   buffer.resize(std::char_traits<char>::length(buffer.c_str()));
   return buffer;
+}
+
+// Refuses a dataspace that does not hold exactly one value (arrays, empty or null spaces).
+void check_one_value(std::string const& what, hid_t space) {
+  if (space < 0) throw std::runtime_error(what + " has an unreadable shape: " + error_text());
+  if (H5Sget_simple_extent_type(space) == H5S_NULL) throw std::runtime_error(what + " has no value (a null dataspace)");
+  hssize_t const n = H5Sget_simple_extent_npoints(space);
+  if (n != 1)
+    throw std::runtime_error(what + " holds " + (n < 0 ? std::string("an unreadable number of") : std::to_string(n)) +
+                             " values, where kembed expects one");
+}
+
+// An attribute that exists and holds one value, opened with its type; nullopt when absent.
+struct OneValue {
+  std::string what;
+  Handle attr, type;
+};
+
+std::optional<OneValue> open_one(hid_t obj, char const* name) {
+  OneValue v;
+  v.what = std::string("attribute '") + name + "'";
+  htri_t const present = H5Aexists(obj, name);
+  if (present < 0) throw std::runtime_error(v.what + " cannot be looked up (damaged metadata): " + error_text());
+  if (present == 0) return std::nullopt;
+  v.attr = attribute(H5Aopen(obj, name, H5P_DEFAULT));
+  if (!v.attr.valid()) throw std::runtime_error(v.what + " cannot be opened: " + error_text());
+  v.type = datatype(H5Aget_type(v.attr));
+  if (!v.type.valid()) throw std::runtime_error(v.what + " has an unreadable type: " + error_text());
+  Handle space = dataspace(H5Aget_space(v.attr));
+  check_one_value(v.what, space);
+  return v;
 }
 }  // namespace
 
@@ -109,36 +158,47 @@ void write_double(hid_t obj, char const* name, double value) {
 }
 
 bool has_attribute(hid_t obj, char const* name) {
-  return H5Aexists(obj, name) > 0;
+  htri_t const present = H5Aexists(obj, name);
+  if (present < 0)
+    throw std::runtime_error(std::string("attribute '") + name + "' cannot be looked up (damaged metadata): " +
+                             error_text());
+  return present > 0;
 }
 
 std::optional<std::string> read_string(hid_t obj, char const* name) {
-  if (!has_attribute(obj, name)) return std::nullopt;
-  Handle attr = attribute(H5Aopen(obj, name, H5P_DEFAULT));
-  Handle type = datatype(H5Aget_type(attr));
-  return read_any_string(type, [&](hid_t mem, void* buf) { return H5Aread(attr, mem, buf); });
+  auto v = open_one(obj, name);
+  if (!v) return std::nullopt;
+  return read_one_string(v->what, v->type, [&](hid_t mem, void* buf) { return H5Aread(v->attr, mem, buf); });
 }
 
 std::optional<std::int64_t> read_int64(hid_t obj, char const* name) {
-  if (!has_attribute(obj, name)) return std::nullopt;
-  Handle attr = attribute(H5Aopen(obj, name, H5P_DEFAULT));
-  Handle type = datatype(H5Aget_type(attr));
-  Handle space = dataspace(H5Aget_space(attr));
-  if (H5Tget_class(type) != H5T_INTEGER) throw std::runtime_error("holds " + describe_type(type) + ", not an integer");
-  if (H5Sget_simple_extent_npoints(space) != 1) throw std::runtime_error("is not a single value");
+  auto v = open_one(obj, name);
+  if (!v) return std::nullopt;
+  if (H5Tget_class(v->type) != H5T_INTEGER || H5Tget_size(v->type) > 8)
+    throw std::runtime_error(v->what + " holds " + describe_type(v->type) + ", not an integer of 64 bits or fewer");
+  if (H5Tget_sign(v->type) == H5T_SGN_NONE && H5Tget_size(v->type) == 8) {
+    std::uint64_t value = 0;
+    if (H5Aread(v->attr, H5T_NATIVE_UINT64, &value) < 0)
+      throw std::runtime_error(v->what + " cannot be read: " + error_text());
+    if (value > std::uint64_t(INT64_MAX))
+      throw std::runtime_error(v->what + " holds " + std::to_string(value) + ", beyond 64-bit signed integers");
+    return static_cast<std::int64_t>(value);
+  }
   std::int64_t value = 0;
-  check(H5Aread(attr, H5T_NATIVE_INT64, &value), name);
+  if (H5Aread(v->attr, H5T_NATIVE_INT64, &value) < 0)
+    throw std::runtime_error(v->what + " cannot be read: " + error_text());
   return value;
 }
 
 std::optional<double> read_double(hid_t obj, char const* name) {
-  if (!has_attribute(obj, name)) return std::nullopt;
-  Handle attr = attribute(H5Aopen(obj, name, H5P_DEFAULT));
-  Handle type = datatype(H5Aget_type(attr));
-  if (H5Tget_class(type) != H5T_FLOAT && H5Tget_class(type) != H5T_INTEGER)
-    throw std::runtime_error("holds " + describe_type(type) + ", not a number");
+  auto v = open_one(obj, name);
+  if (!v) return std::nullopt;
+  auto const cls = H5Tget_class(v->type);
+  if ((cls != H5T_FLOAT && cls != H5T_INTEGER) || H5Tget_size(v->type) > 16)
+    throw std::runtime_error(v->what + " holds " + describe_type(v->type) + ", not a number");
   double value = 0;
-  check(H5Aread(attr, H5T_NATIVE_DOUBLE, &value), name);
+  if (H5Aread(v->attr, H5T_NATIVE_DOUBLE, &value) < 0)
+    throw std::runtime_error(v->what + " cannot be read: " + error_text());
   return value;
 }
 
@@ -154,10 +214,17 @@ void write_string_dataset(hid_t loc, char const* name, std::string const& value)
 }
 
 std::string read_string_dataset(hid_t loc, char const* name) {
+  std::string const what = std::string("dataset '") + name + "'";
+  htri_t const present = H5Lexists(loc, name, H5P_DEFAULT);
+  if (present < 0) throw std::runtime_error(what + " cannot be looked up (damaged metadata): " + error_text());
+  if (present == 0) throw std::runtime_error(what + " does not exist");
   Handle dset = dataset(H5Dopen2(loc, name, H5P_DEFAULT));
-  if (!dset.valid()) throw std::runtime_error(std::string("no dataset '") + name + "'");
+  if (!dset.valid()) throw std::runtime_error(what + " cannot be opened: " + error_text());
   Handle type = datatype(H5Dget_type(dset));
-  return read_any_string(type,
+  if (!type.valid()) throw std::runtime_error(what + " has an unreadable type: " + error_text());
+  Handle space = dataspace(H5Dget_space(dset));
+  check_one_value(what, space);
+  return read_one_string(what, type,
                          [&](hid_t mem, void* buf) { return H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); });
 }
 

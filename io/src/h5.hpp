@@ -34,6 +34,8 @@ class Handle {
   hid_t get() const noexcept { return id_; }
   operator hid_t() const noexcept { return id_; }
   bool valid() const noexcept { return id_ >= 0; }
+  // Gives the id up without closing it (it was closed elsewhere).
+  hid_t release() noexcept { return std::exchange(id_, H5I_INVALID_HID); }
   // Closes now and reports whether HDF5 managed to (a file's close flushes it).
   bool close() noexcept {
     if (id_ < 0) return true;
@@ -99,15 +101,19 @@ Handle reproducible_fcpl();
 void write_string(hid_t obj, char const* name, std::string const& value);
 void write_int64(hid_t obj, char const* name, std::int64_t value);
 void write_double(hid_t obj, char const* name, double value);
+// Whether the attribute exists; throws when the file cannot say (damaged metadata).
 bool has_attribute(hid_t obj, char const* name);
-// Read a scalar attribute; nullopt when absent. Throws std::runtime_error with a
-// description when present but of another kind (caller adds the file context).
+// Read an attribute holding exactly one value; nullopt when absent. Class, size and
+// point count are checked before anything is read: an array, an empty or null space,
+// or another type throws std::runtime_error naming the attribute (the caller adds
+// the file).
 std::optional<std::string> read_string(hid_t obj, char const* name);
 std::optional<std::int64_t> read_int64(hid_t obj, char const* name);
 std::optional<double> read_double(hid_t obj, char const* name);
 
 // A scalar string dataset (for long provenance texts).
 void write_string_dataset(hid_t loc, char const* name, std::string const& value);
+// Reads a dataset holding one string, checked as the attribute readers are.
 std::string read_string_dataset(hid_t loc, char const* name);
 
 // Names of an object's attributes and of a group's links, in creation order where

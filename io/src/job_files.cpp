@@ -20,30 +20,31 @@ struct BatchReader::Impl {
 
 BatchReader::BatchReader(std::string const& path, bool need_dy, std::string ids_dataset, std::string dy_dataset)
     : impl_(std::make_unique<Impl>()) {
-  h5::Quiet quiet;
-  auto& m = *impl_;
-  m.path = path;
-  m.ids_name = ids_dataset.empty() || ids_dataset[0] == '/' ? ids_dataset : "/" + ids_dataset;
-  m.dy_name = dy_dataset.empty() || dy_dataset[0] == '/' ? dy_dataset : "/" + dy_dataset;
-  m.file = detail::open_for_reading(path);
-  if (h5::has_attribute(m.file, "format")) {
-    detail::check_format(m.file, path, "kembed-batch", 1, "batch");
-    m.info.kembed_format = true;
-    m.info.meta.num_embeddings = h5::read_int64(m.file, "num_embeddings").value_or(0);
-    m.info.meta.source = h5::read_string(m.file, "source").value_or("");
-    m.info.meta.seed = static_cast<std::uint64_t>(h5::read_int64(m.file, "seed").value_or(0));
-  }
-  m.ids = detail::open_int_vector(m.file, path, m.ids_name, &m.info.positions);
-  if (m.info.positions < 1) throw FileError(path, m.ids_name, "holds no positions; a batch needs at least one id");
-  if (need_dy) {
-    m.dy = detail::open_float_matrix(m.file, path, m.dy_name, false);
-    if (m.dy.rows != m.info.positions) {
-      throw FileError(path, m.dy_name,
-                      "has " + std::to_string(m.dy.rows) + " rows but '" + m.ids_name + "' has " +
-                          std::to_string(m.info.positions) + " positions; dy must be (T, d)");
+  detail::reading(path, [&] {
+    auto& m = *impl_;
+    m.path = path;
+    m.ids_name = ids_dataset.empty() || ids_dataset[0] == '/' ? ids_dataset : "/" + ids_dataset;
+    m.dy_name = dy_dataset.empty() || dy_dataset[0] == '/' ? dy_dataset : "/" + dy_dataset;
+    m.file = detail::open_for_reading(path);
+    if (h5::has_attribute(m.file, "format")) {
+      detail::check_format(m.file, path, "kembed-batch", 1, "batch");
+      m.info.kembed_format = true;
+      m.info.meta.num_embeddings = h5::read_int64(m.file, "num_embeddings").value_or(0);
+      m.info.meta.source = h5::read_string(m.file, "source").value_or("");
+      m.info.meta.seed = static_cast<std::uint64_t>(h5::read_int64(m.file, "seed").value_or(0));
     }
-    m.info.dim = m.dy.cols;
-  }
+    m.ids = detail::open_int_vector(m.file, path, m.ids_name, &m.info.positions);
+    if (m.info.positions < 1) throw FileError(path, m.ids_name, "holds no positions; a batch needs at least one id");
+    if (need_dy) {
+      m.dy = detail::open_float_matrix(m.file, path, m.dy_name, false);
+      if (m.dy.rows != m.info.positions) {
+        throw FileError(path, m.dy_name,
+                        "has " + std::to_string(m.dy.rows) + " rows but '" + m.ids_name + "' has " +
+                            std::to_string(m.info.positions) + " positions; dy must be (T, d)");
+      }
+      m.info.dim = m.dy.cols;
+    }
+  });
 }
 
 BatchReader::~BatchReader() = default;
@@ -53,26 +54,27 @@ BatchInfo const& BatchReader::info() const noexcept {
 }
 
 void BatchReader::read(std::int64_t first, std::int64_t count, std::int64_t* ids, float* dy) const {
-  h5::Quiet quiet;
   auto const& m = *impl_;
-  if (first < 0 || count < 0 || first + count > m.info.positions)
+  if (first < 0 || count < 0 || first > m.info.positions || count > m.info.positions - first)
     throw std::out_of_range("BatchReader::read: positions beyond the batch");
-  if (ids) detail::read_ints(m.ids, m.path, m.ids_name, first, count, ids);
-  if (dy) {
-    detail::read_rows(m.dy, m.path, m.dy_name, first, count, dy, false);
-    auto const n = count * m.dy.cols;
-    auto const bad = first_non_finite(dy, n);
-    if (bad < n) {
-      float const value = dy[bad];
-      throw FileError(m.path, m.dy_name,
-                      std::string("holds ") +
-                          (std::isnan(value) ? "NaN"
-                           : value > 0       ? "+inf"
-                                             : "-inf") +
-                          " at position " + std::to_string(first + bad / m.dy.cols) + ", column " +
-                          std::to_string(bad % m.dy.cols) + "; dy must be finite");
+  detail::reading(m.path, [&] {
+    if (ids) detail::read_ints(m.ids, m.path, m.ids_name, first, count, ids);
+    if (dy) {
+      detail::read_rows(m.dy, m.path, m.dy_name, first, count, dy, false);
+      auto const n = count * m.dy.cols;
+      auto const bad = first_non_finite(dy, n);
+      if (bad < n) {
+        float const value = dy[bad];
+        throw FileError(m.path, m.dy_name,
+                        std::string("holds ") +
+                            (std::isnan(value) ? "NaN"
+                             : value > 0       ? "+inf"
+                                               : "-inf") +
+                            " at position " + std::to_string(first + bad / m.dy.cols) + ", column " +
+                            std::to_string(bad % m.dy.cols) + "; dy must be finite");
+      }
     }
-  }
+  });
 }
 
 struct BatchWriter::Impl {
@@ -150,6 +152,7 @@ void write_checkpoint(std::string const& path, Checkpoint const& c) {
     detail::StreamingFile file(path);
     auto root = file.root();
     detail::write_identity(root, checkpoint_format);
+    h5::write_string(root, "job_id", c.job_id);
     h5::write_int64(root, "position", c.position);
     h5::write_int64(root, "microbatches", c.microbatches);
     h5::write_int64(root, "microbatch_size", c.microbatch_size);
@@ -162,41 +165,42 @@ void write_checkpoint(std::string const& path, Checkpoint const& c) {
     h5::write_int64(root, "num_embeddings", c.rows);
     h5::write_int64(root, "embedding_dim", c.cols);
     SaveOptions plain;
-    file.create("gradient", H5T_IEEE_F32LE, c.rows, c.cols, plain);
-    file.write_rows("gradient", H5T_NATIVE_FLOAT, 0, c.rows, c.gradient.data());
-    file.create("counts", H5T_STD_I64LE, c.rows, 0, plain);
-    file.write_rows("counts", H5T_NATIVE_INT64, 0, c.rows, c.counts.data());
+    file.write_whole("gradient", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, c.gradient.data(), c.rows, c.cols, plain);
+    file.write_whole("counts", H5T_STD_I64LE, H5T_NATIVE_INT64, c.counts.data(), c.rows, 0, plain);
     file.commit();
   });
 }
 
-Checkpoint read_checkpoint(std::string const& path) {
-  h5::Quiet quiet;
-  auto file = detail::open_for_reading(path);
-  detail::check_format(file, path, "kembed-checkpoint", 1, "checkpoint");
-  Checkpoint c;
-  c.position = detail::required_int64(file, path, "position");
-  c.microbatches = detail::required_int64(file, path, "microbatches");
-  c.microbatch_size = detail::required_int64(file, path, "microbatch_size");
-  c.table_sha256 = detail::required_string(file, path, "table_sha256");
-  c.batch_sha256 = detail::required_string(file, path, "batch_sha256");
-  c.plan = detail::required_string(file, path, "plan");
-  c.numeric_mode = detail::required_string(file, path, "numeric_mode");
-  c.padding_idx = detail::required_int64(file, path, "padding_idx");
-  c.elapsed_seconds = h5::read_double(file, "elapsed_seconds").value_or(0.0);
-  c.rows = detail::required_int64(file, path, "num_embeddings");
-  c.cols = detail::required_int64(file, path, "embedding_dim");
-  auto g = detail::open_float_matrix(file, path, "/gradient", false);
-  if (g.rows != c.rows || g.cols != c.cols) throw FileError(path, "/gradient", "does not match the attributes' shape");
-  detail::check_size(path, "/gradient", c.rows, c.cols, 4);
-  c.gradient.resize(static_cast<std::size_t>(c.rows * c.cols));
-  detail::read_rows(g, path, "/gradient", 0, c.rows, c.gradient.data(), false);
-  std::int64_t n = 0;
-  auto counts = detail::open_int_vector(file, path, "/counts", &n);
-  if (n != c.rows) throw FileError(path, "/counts", "does not hold one count per row");
-  c.counts.resize(static_cast<std::size_t>(n));
-  detail::read_ints(counts, path, "/counts", 0, n, c.counts.data());
-  return c;
+Checkpoint read_checkpoint(std::string const& path, bool with_data) {
+  return detail::reading(path, [&] {
+    auto file = detail::open_for_reading(path);
+    detail::check_format(file, path, "kembed-checkpoint", 1, "checkpoint");
+    Checkpoint c;
+    c.job_id = h5::read_string(file, "job_id").value_or("");
+    c.position = detail::required_int64(file, path, "position");
+    c.microbatches = detail::required_int64(file, path, "microbatches");
+    c.microbatch_size = detail::required_int64(file, path, "microbatch_size");
+    c.table_sha256 = detail::required_string(file, path, "table_sha256");
+    c.batch_sha256 = detail::required_string(file, path, "batch_sha256");
+    c.plan = detail::required_string(file, path, "plan");
+    c.numeric_mode = detail::required_string(file, path, "numeric_mode");
+    c.padding_idx = detail::required_int64(file, path, "padding_idx");
+    c.elapsed_seconds = h5::read_double(file, "elapsed_seconds").value_or(0.0);
+    c.rows = detail::required_int64(file, path, "num_embeddings");
+    c.cols = detail::required_int64(file, path, "embedding_dim");
+    if (!with_data) return c;
+    auto g = detail::open_float_matrix(file, path, "/gradient", false);
+    if (g.rows != c.rows || g.cols != c.cols) throw FileError(path, "/gradient", "does not match the attributes' shape");
+    detail::check_size(path, "/gradient", c.rows, c.cols, 4);
+    c.gradient.resize(static_cast<std::size_t>(c.rows * c.cols));
+    detail::read_rows(g, path, "/gradient", 0, c.rows, c.gradient.data(), false);
+    std::int64_t n = 0;
+    auto counts = detail::open_int_vector(file, path, "/counts", &n);
+    if (n != c.rows) throw FileError(path, "/counts", "does not hold one count per row");
+    c.counts.resize(static_cast<std::size_t>(n));
+    detail::read_ints(counts, path, "/counts", 0, n, c.counts.data());
+    return c;
+  });
 }
 
 }  // namespace kembed::io

@@ -31,14 +31,15 @@ h5::Handle ordered_group(hid_t loc, char const* name) {
   return g;
 }
 
+// Runs a read of something inside `object`, naming it in any error.
 template <class F>
-auto attribute(std::string const& path, char const* name, F&& read) {
+auto in_object(std::string const& path, std::string const& object, F&& read) {
   try {
     return read();
   } catch (FileError const&) {
     throw;
   } catch (std::exception const& e) {
-    throw FileError(path, "", std::string("attribute '") + name + "' " + e.what());
+    throw FileError(path, object, e.what());
   }
 }
 
@@ -108,9 +109,9 @@ void write_run(std::string const& path, RunFile const& run, SaveOptions const& o
     h5::write_int64(file, "num_embeddings", run.rows);
     h5::write_int64(file, "embedding_dim", run.cols);
     h5::write_string(file, "gradient_sha256", sha);
-    detail::write_matrix(file, "gradient", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, run.gradient.data(), run.rows, run.cols,
+    out.write_whole("gradient", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, run.gradient.data(), run.rows, run.cols,
                          options);
-    detail::write_matrix(file, "counts", H5T_STD_I64LE, H5T_NATIVE_INT64, run.counts.data(), run.rows, 0, options);
+    out.write_whole("counts", H5T_STD_I64LE, H5T_NATIVE_INT64, run.counts.data(), run.rows, 0, options);
     {
       auto inputs = ordered_group(file, "inputs");
       for (auto const& input : run.inputs) {
@@ -130,113 +131,108 @@ void write_run(std::string const& path, RunFile const& run, SaveOptions const& o
 }
 
 RunFile read_run(std::string const& path, bool with_gradient, bool verify) {
-  h5::Quiet quiet;
-  auto file = detail::open_for_reading(path);
-  detail::check_format(file, path, "kembed-run", 1, "run");
-  RunFile run;
-  auto str = [&](char const* name) { return detail::required_string(file, path, name); };
-  auto num = [&](char const* name) { return detail::required_int64(file, path, name); };
-  run.kembed_version = str("kembed_version");
-  run.run_id = str("run_id");
-  run.created = str("created");
-  run.backend = str("backend");
-  run.threads = num("threads");
-  run.plan = str("plan");
-  run.plan_used = str("plan_used");
-  run.numeric_mode = str("numeric_mode");
-  run.padding_idx = num("padding_idx");
-  run.positions = num("positions");
-  run.microbatches = num("microbatches");
-  run.microbatch_size = num("microbatch_size");
-  run.rows = num("num_embeddings");
-  run.cols = num("embedding_dim");
-  run.gradient_sha256 = str("gradient_sha256");
+  return detail::reading(path, [&] {
+    auto file = detail::open_for_reading(path);
+    detail::check_format(file, path, "kembed-run", 1, "run");
+    RunFile run;
+    auto str = [&](char const* name) { return detail::required_string(file, path, name); };
+    auto num = [&](char const* name) { return detail::required_int64(file, path, name); };
+    run.kembed_version = str("kembed_version");
+    run.run_id = str("run_id");
+    run.created = str("created");
+    run.backend = str("backend");
+    run.threads = num("threads");
+    run.plan = str("plan");
+    run.plan_used = str("plan_used");
+    run.numeric_mode = str("numeric_mode");
+    run.padding_idx = num("padding_idx");
+    run.positions = num("positions");
+    run.microbatches = num("microbatches");
+    run.microbatch_size = num("microbatch_size");
+    run.rows = num("num_embeddings");
+    run.cols = num("embedding_dim");
+    run.gradient_sha256 = str("gradient_sha256");
 
-  auto gradient = detail::open_float_matrix(file, path, "/gradient", false);
-  if (gradient.rows != run.rows || gradient.cols != run.cols) {
-    throw FileError(path, "/gradient",
-                    "has shape (" + std::to_string(gradient.rows) + ", " + std::to_string(gradient.cols) +
-                        ") but the attributes say (" + std::to_string(run.rows) + ", " + std::to_string(run.cols) +
-                        ")");
-  }
-  detail::check_size(path, "/gradient", run.rows, run.cols, 4);
-  if (with_gradient) {
-    run.gradient.resize(static_cast<std::size_t>(run.rows * run.cols));
-    // A gradient may hold infinities (a sum can overflow); read it without the table's finite check.
-    {
-      if (H5Dread(gradient.dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, run.gradient.data()) < 0)
-        throw FileError(path, "/gradient",
-                        "cannot be read: the stored data do not match their checksum or cannot be "
-                        "decoded, so the file is damaged (HDF5: " +
-                            h5::error_text() + ")");
-    }
-    if (verify && gradient_sha256(run.gradient) != run.gradient_sha256) {
+    auto gradient = detail::open_float_matrix(file, path, "/gradient", false);
+    if (gradient.rows != run.rows || gradient.cols != run.cols) {
       throw FileError(path, "/gradient",
-                      "does not match its SHA-256 (attribute gradient_sha256 = " + run.gradient_sha256 +
-                          "): the gradient was changed after the run wrote it");
+                      "has shape (" + std::to_string(gradient.rows) + ", " + std::to_string(gradient.cols) +
+                          ") but the attributes say (" + std::to_string(run.rows) + ", " + std::to_string(run.cols) +
+                          ")");
     }
-  }
+    detail::check_size(path, "/gradient", run.rows, run.cols, 4);
+    if (with_gradient) {
+      run.gradient.resize(static_cast<std::size_t>(run.rows * run.cols));
+      // A gradient may hold infinities (a sum can overflow); read it without the table's finite check.
+      {
+        if (H5Dread(gradient.dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, run.gradient.data()) < 0)
+          throw FileError(path, "/gradient",
+                          "cannot be read: the stored data do not match their checksum or cannot be "
+                          "decoded, so the file is damaged (HDF5: " +
+                              h5::error_text() + ")");
+      }
+      if (verify && gradient_sha256(run.gradient) != run.gradient_sha256) {
+        throw FileError(path, "/gradient",
+                        "does not match its SHA-256 (attribute gradient_sha256 = " + run.gradient_sha256 +
+                            "): the file is damaged, or its gradient was changed after the run wrote it");
+      }
+    }
 
-  if (!h5::exists(file, "/counts")) throw FileError(path, "/counts", "does not exist");
-  {
-    h5::Handle counts = h5::dataset(H5Dopen2(file, "/counts", H5P_DEFAULT));
-    h5::Handle type = h5::datatype(H5Dget_type(counts));
-    h5::Handle space = h5::dataspace(H5Dget_space(counts));
-    if (H5Tget_class(type) != H5T_INTEGER)
-      throw FileError(path, "/counts", "holds " + h5::describe_type(type) + ", want int64");
-    if (H5Sget_simple_extent_ndims(space) != 1 || H5Sget_simple_extent_npoints(space) != run.rows)
+    std::int64_t n_counts = 0;
+    auto counts = detail::open_int_vector(file, path, "/counts", &n_counts);
+    if (n_counts != run.rows)
       throw FileError(path, "/counts", "does not hold one count per row (" + std::to_string(run.rows) + ")");
     run.counts.resize(static_cast<std::size_t>(run.rows));
-    if (H5Dread(counts, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, run.counts.data()) < 0)
-      throw FileError(path, "/counts", "cannot be read (HDF5: " + h5::error_text() + ")");
-  }
+    detail::read_ints(counts, path, "/counts", 0, run.rows, run.counts.data());
 
-  if (h5::exists(file, "/inputs")) {
-    h5::Handle inputs = h5::group(H5Gopen2(file, "/inputs", H5P_DEFAULT));
-    for (auto const& role : h5::link_names(inputs)) {
-      h5::Handle g = h5::group(H5Gopen2(inputs, role.c_str(), H5P_DEFAULT));
-      InputIdentity in;
-      in.role = role;
-      in.path = attribute(path, "path", [&] { return h5::read_string(g, "path").value_or(""); });
-      in.sha256 = attribute(path, "sha256", [&] { return h5::read_string(g, "sha256").value_or(""); });
-      in.bytes = attribute(path, "bytes", [&] { return h5::read_int64(g, "bytes").value_or(0); });
-      run.inputs.push_back(std::move(in));
-    }
-  }
-  if (h5::exists(file, "/timings")) {
-    h5::Handle timings = h5::group(H5Gopen2(file, "/timings", H5P_DEFAULT));
-    for (auto const& name : h5::attribute_names(timings))
-      run.timings.emplace_back(
-          name, attribute(path, name.c_str(), [&] { return h5::read_double(timings, name.c_str()).value_or(0.0); }));
-  }
-  if (h5::exists(file, "/provenance")) {
-    h5::Handle provenance = h5::group(H5Gopen2(file, "/provenance", H5P_DEFAULT));
-    auto text = [&](char const* name) {
-      try {
-        return h5::read_string_dataset(provenance, name);
-      } catch (std::exception const& e) {
-        throw FileError(path, std::string("/provenance/") + name, e.what());
+    if (h5::exists(file, "/inputs")) {
+      h5::Handle inputs = h5::group(H5Gopen2(file, "/inputs", H5P_DEFAULT));
+      for (auto const& role : h5::link_names(inputs)) {
+        h5::Handle g = h5::group(H5Gopen2(inputs, role.c_str(), H5P_DEFAULT));
+        InputIdentity in;
+        in.role = role;
+        in_object(path, "/inputs/" + role, [&] {
+          in.path = h5::read_string(g, "path").value_or("");
+          in.sha256 = h5::read_string(g, "sha256").value_or("");
+          in.bytes = h5::read_int64(g, "bytes").value_or(0);
+        });
+        run.inputs.push_back(std::move(in));
       }
-    };
-    run.command_line_json = text("command_line");
-    run.configuration_json = text("configuration");
-  }
-  return run;
+    }
+    if (h5::exists(file, "/timings")) {
+      h5::Handle timings = h5::group(H5Gopen2(file, "/timings", H5P_DEFAULT));
+      for (auto const& name : h5::attribute_names(timings))
+        run.timings.emplace_back(
+            name, in_object(path, "/timings", [&] { return h5::read_double(timings, name.c_str()).value_or(0.0); }));
+    }
+    if (h5::exists(file, "/provenance")) {
+      h5::Handle provenance = h5::group(H5Gopen2(file, "/provenance", H5P_DEFAULT));
+      auto text = [&](char const* name) {
+        return in_object(path, std::string("/provenance/") + name,
+                         [&] { return h5::read_string_dataset(provenance, name); });
+      };
+      run.command_line_json = text("command_line");
+      run.configuration_json = text("configuration");
+    }
+    return run;
+  });
 }
 
 std::string read_run_gradient_sha256(std::string const& path) {
-  h5::Quiet quiet;
-  auto file = detail::open_for_reading(path);
-  detail::check_format(file, path, "kembed-run", 1, "run");
-  return detail::required_string(file, path, "gradient_sha256");
+  return detail::reading(path, [&] {
+    auto file = detail::open_for_reading(path);
+    detail::check_format(file, path, "kembed-run", 1, "run");
+    return detail::required_string(file, path, "gradient_sha256");
+  });
 }
 
 std::string file_format(std::string const& path) {
-  h5::Quiet quiet;
-  auto file = detail::open_for_reading(path);
-  auto tag = attribute(path, "format", [&] { return h5::read_string(file, "format"); });
-  if (!tag) throw FileError(path, "", "has no 'format' attribute, so it is not a kembed file");
-  return *tag;
+  return detail::reading(path, [&] {
+    auto file = detail::open_for_reading(path);
+    auto tag = h5::read_string(file, "format");
+    if (!tag) throw FileError(path, "", "has no 'format' attribute, so it is not a kembed file");
+    return *tag;
+  });
 }
 
 }  // namespace kembed::io

@@ -76,54 +76,57 @@ void save_table(std::string const& path, float const* weight, Config const& conf
     h5::write_int64(file, "padding_idx", checked.padding_idx);
     h5::write_string(file, "plan", std::string(to_string(checked.plan)));
     h5::write_string(file, "numeric_mode", std::string(to_string(checked.mode)));
-    detail::write_matrix(file, "weight", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, weight, checked.num_embeddings,
+    out.write_whole("weight", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, weight, checked.num_embeddings,
                          checked.embedding_dim, options);
     out.commit();
   });
 }
 
 TableFile load_table(std::string const& path) {
-  h5::Quiet quiet;
-  auto t = open_table(path);
-  auto const v = t.info.config.num_embeddings, d = t.info.config.embedding_dim;
-  detail::check_size(path, weight_dataset, v, d, 4);
-  t.info.weight.resize(static_cast<std::size_t>(v * d));
-  detail::read_rows(t.weight, path, weight_dataset, 0, v, t.info.weight.data());
-  return std::move(t.info);
+  return detail::reading(path, [&] {
+    auto t = open_table(path);
+    auto const v = t.info.config.num_embeddings, d = t.info.config.embedding_dim;
+    detail::check_size(path, weight_dataset, v, d, 4);
+    t.info.weight.resize(static_cast<std::size_t>(v * d));
+    detail::read_rows(t.weight, path, weight_dataset, 0, v, t.info.weight.data());
+    return std::move(t.info);
+  });
 }
 
 TableFile load_rows(std::string const& path, std::int64_t first, std::int64_t count) {
-  h5::Quiet quiet;
-  auto t = open_table(path);
-  auto const v = t.info.config.num_embeddings, d = t.info.config.embedding_dim;
-  if (first < 0 || count < 0 || first > v || count > v - first) {
-    throw InvalidArgument("rows", "rows [" + std::to_string(first) + ", " + std::to_string(first) + " + " +
-                                      std::to_string(count) + ") are not within the table's " + std::to_string(v) +
-                                      " rows (" + path + ")");
-  }
-  detail::check_size(path, weight_dataset, count, d, 4);
-  t.info.first_row = first;
-  t.info.weight.resize(static_cast<std::size_t>(count * d));
-  detail::read_rows(t.weight, path, weight_dataset, first, count, t.info.weight.data());
-  return std::move(t.info);
+  return detail::reading(path, [&] {
+    auto t = open_table(path);
+    auto const v = t.info.config.num_embeddings, d = t.info.config.embedding_dim;
+    if (first < 0 || count < 0 || first > v || count > v - first) {
+      throw InvalidArgument("rows", "rows [" + std::to_string(first) + ", " + std::to_string(first) + " + " +
+                                        std::to_string(count) + ") are not within the table's " + std::to_string(v) +
+                                        " rows (" + path + ")");
+    }
+    detail::check_size(path, weight_dataset, count, d, 4);
+    t.info.first_row = first;
+    t.info.weight.resize(static_cast<std::size_t>(count * d));
+    detail::read_rows(t.weight, path, weight_dataset, first, count, t.info.weight.data());
+    return std::move(t.info);
+  });
 }
 
 TableFile read_table_dataset(std::string const& path, std::string const& dataset, bool convert) {
-  h5::Quiet quiet;
-  auto file = detail::open_for_reading(path);
-  std::string const name = dataset.empty() || dataset[0] == '/' ? dataset : "/" + dataset;
-  auto m = detail::open_float_matrix(file, path, name, convert);
-  if (m.rows < 1 || m.cols < 1) {
-    throw FileError(path, name,
-                    "has shape (" + std::to_string(m.rows) + ", " + std::to_string(m.cols) +
-                        "); a table needs at least one row and one column");
-  }
-  detail::check_size(path, name, m.rows, m.cols, 4);
-  TableFile t;
-  t.config = make_config(m.rows, m.cols, Options{});
-  t.weight.resize(static_cast<std::size_t>(m.rows * m.cols));
-  detail::read_rows(m, path, name, 0, m.rows, t.weight.data());
-  return t;
+  return detail::reading(path, [&] {
+    auto file = detail::open_for_reading(path);
+    std::string const name = dataset.empty() || dataset[0] == '/' ? dataset : "/" + dataset;
+    auto m = detail::open_float_matrix(file, path, name, convert);
+    if (m.rows < 1 || m.cols < 1) {
+      throw FileError(path, name,
+                      "has shape (" + std::to_string(m.rows) + ", " + std::to_string(m.cols) +
+                          "); a table needs at least one row and one column");
+    }
+    detail::check_size(path, name, m.rows, m.cols, 4);
+    TableFile t;
+    t.config = make_config(m.rows, m.cols, Options{});
+    t.weight.resize(static_cast<std::size_t>(m.rows * m.cols));
+    detail::read_rows(m, path, name, 0, m.rows, t.weight.data());
+    return t;
+  });
 }
 
 }  // namespace kembed::io

@@ -76,6 +76,7 @@ class ForwardWriter {
 // Where a backward job stood: the carried gradient and counts after `position`
 // positions, and what it must match to be resumed.
 struct Checkpoint {
+  std::string job_id;  // the job that wrote it: only that job (or its resumption) removes it
   std::int64_t position = 0;
   std::int64_t microbatches = 0;
   std::int64_t microbatch_size = 0;
@@ -89,6 +90,8 @@ struct Checkpoint {
 };
 
 void write_checkpoint(std::string const& path, Checkpoint const& checkpoint);
-Checkpoint read_checkpoint(std::string const& path);
+// Reads a checkpoint; with `with_data` false only its attributes (gradient and counts
+// stay empty), to check whose it is before touching it.
+Checkpoint read_checkpoint(std::string const& path, bool with_data = true);
 
 }  // namespace kembed::io
