@@ -54,6 +54,14 @@ struct MakeTableArgs {
   std::string plan = "auto", mode = "identical";
 };
 
+struct ImportArgs {
+  std::string from, dataset, out;  // dataset "": the file's only 2-D float dataset
+  bool convert = false;            // round float64/float16 to float32
+  bool deflate = false;
+  std::optional<std::int64_t> padding_idx;
+  std::string plan = "auto", mode = "identical";
+};
+
 // Backend-dependent commands, run on the execution space `Space`.
 template <class Space>
 int backward(BackwardArgs const& args);
@@ -64,5 +72,6 @@ int diff(DiffArgs const& args);
 int info(std::string const& path);
 int make_batch(MakeBatchArgs const& args);
 int make_table(MakeTableArgs const& args);
+int import_table(ImportArgs const& args);
 
 }  // namespace kembed::cli

@@ -19,7 +19,9 @@ std::string shape_text(std::vector<std::int64_t> const& shape) {
   return out + (shape.size() == 1 ? ",)" : ")");
 }
 
-char const* meaning(std::string const& format) {
+char const* meaning(std::string const& format, bool present) {
+  if (present && format.empty())
+    return "its 'format' attribute is present but empty or not one string: the file is damaged, or not a kembed file";
   if (format == io::table_format) return "an embedding table and its settings";
   if (format == io::run_format) return "the result of a backward run: gradient, counts, provenance";
   if (format == io::batch_format) return "a batch: ids and dy";
@@ -35,7 +37,7 @@ int info(std::string const& path) {
   auto const s = io::describe_file(path);
   std::printf("%s: %s, %s bytes\n", path.c_str(), s.format.empty() ? "HDF5" : s.format.c_str(),
               with_commas(s.bytes).c_str());
-  std::printf("  %s\n", meaning(s.format));
+  std::printf("  %s\n", meaning(s.format, s.format_present));
   if (s.format == io::run_format) {
     auto const run = io::read_run(path, false);
     std::printf("\nrun %s, %s\n", run.run_id.c_str(), run.created.c_str());

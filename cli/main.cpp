@@ -10,15 +10,39 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstdlib>
+#include <optional>
 
 namespace {
 
 using namespace kembed::cli;
 
 // Runs f on the chosen backend; Kokkos lives only while a command needs it.
+// Kokkos 3.4's OpenMP set-up crashes past this many threads; nobody needs more on a node.
+constexpr int max_threads = 512;
+
+// Refuses a thread count the chosen backend cannot run, before Kokkos starts.
+void check_threads(std::string const& backend, std::optional<int> given) {
+  if (!given) return;  // OMP_NUM_THREADS or every core
+  int const threads = *given;
+  if (threads < 1 || threads > max_threads)
+    throw kembed::InvalidArgument("threads", "--threads must be between 1 and " + std::to_string(max_threads) +
+                                                 ", got " + std::to_string(threads));
+#ifdef KOKKOS_ENABLE_OPENMP
+  bool const serial = backend == "serial";
+#else
+  bool const serial = true;  // "default" is Serial in a build without OpenMP
+#endif
+  if (serial && threads > 1)
+    throw kembed::InvalidArgument("threads", "--threads " + std::to_string(threads) + " asks for " +
+                                                 std::to_string(threads) +
+                                                 " threads, but the serial backend runs one; use --backend openmp, "
+                                                 "or leave --threads out");
+}
+
 template <class F>
-int on_backend(std::string const& backend, int threads, F&& f) {
-  if (threads > 0) setenv("KOKKOS_NUM_THREADS", std::to_string(threads).c_str(), 1);
+int on_backend(std::string const& backend, std::optional<int> threads, F&& f) {
+  check_threads(backend, threads);
+  if (threads) setenv("KOKKOS_NUM_THREADS", std::to_string(*threads).c_str(), 1);
   setenv("KOKKOS_DISABLE_WARNINGS", "1", 0);  // Kokkos prints its warnings on stdout, where results go
   int argc = 1;
   char name[] = "kembed";
@@ -48,12 +72,11 @@ int main(int argc, char** argv) {
   app.fallthrough();  // --quiet, --backend, --threads also after the subcommand
   bool quiet = false;
   std::string backend = "default";
-  int threads = 0;
+  std::optional<int> threads;
   app.add_flag("-q,--quiet", quiet, "No progress or log lines on stderr (errors still)");
   app.add_option("--backend", backend, "serial, openmp or default (the build's parallel backend)")
       ->check(CLI::IsMember({"serial", "openmp", "default"}));
-  app.add_option("--threads", threads, "Threads for the OpenMP backend (default: OMP_NUM_THREADS or all cores)")
-      ->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", threads, "Threads for the OpenMP backend, 1 to 512 (default: OMP_NUM_THREADS or all cores)");
   app.set_version_flag("--version", std::string(KEMBED_VERSION_STRING));
 
   BackwardArgs bw;
@@ -122,6 +145,19 @@ int main(int argc, char** argv) {
   make_table_cmd->add_option("--plan", mt.plan, "Plan stored in the file")->capture_default_str();
   make_table_cmd->add_option("--mode", mt.mode, "Numeric mode stored in the file")->capture_default_str();
 
+  ImportArgs im;
+  auto* import_cmd = app.add_subcommand(
+      "import", "Make a table file from a 2-D float dataset written by another tool (h5py, Keras, ...)");
+  import_cmd->add_option("from", im.from, "HDF5 file holding the table")->required();
+  import_cmd->add_option("--dataset", im.dataset, "Dataset to import (default: the file's only 2-D float dataset)");
+  import_cmd->add_option("--out", im.out, "Table file to write (kembed-embedding-1)")->required();
+  import_cmd->add_flag("--convert", im.convert,
+                       "Round float64 or float16 values to the nearest float32 (values that do not fit are refused)");
+  import_cmd->add_option("--padding-idx", im.padding_idx, "Padding row, negative from the end");
+  import_cmd->add_option("--plan", im.plan, "Plan stored in the file")->capture_default_str();
+  import_cmd->add_option("--mode", im.mode, "Numeric mode stored in the file")->capture_default_str();
+  import_cmd->add_flag("--deflate", im.deflate, "Compress the table file (shuffle + deflate)");
+
   try {
     app.parse(argc, argv);
   } catch (CLI::ParseError const& e) {
@@ -142,6 +178,7 @@ int main(int argc, char** argv) {
     if (*info_cmd) return info(info_path);
     if (*make_batch_cmd) return make_batch(mb);
     if (*make_table_cmd) return make_table(mt);
+    if (*import_cmd) return import_table(im);
   } catch (kembed::io::IoFailure const& e) {
     console.error(std::string(e.what()).substr(8));  // without the "kembed: " prefix
     return Exit::io_failure;

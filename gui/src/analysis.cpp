@@ -14,6 +14,8 @@
 namespace kembed::inspector {
 namespace {
 
+void compute_heat_levels(Dataset& d);
+
 template <class F>
 void parallel_rows(std::int64_t rows, F&& f) {
   unsigned const n = std::max(1u, std::min(std::thread::hardware_concurrency(), 16u));
@@ -95,6 +97,7 @@ void compute_row_stats(Dataset& d) {
       d.row_max_abs[r] = top;
     }
   });
+  compute_heat_levels(d);
 }
 
 Histogram count_histogram(std::vector<std::int64_t> const& counts, int bins, bool logarithmic) {
@@ -124,26 +127,84 @@ Histogram count_histogram(std::vector<std::int64_t> const& counts, int bins, boo
   return h;
 }
 
+namespace {
+
+constexpr std::int64_t heat_block = 16;  // rows per block of the first level
+
+// Folds `n` values into `o` keeping, per column, the first of largest magnitude.
+inline void keep_larger(float* o, float const* p, std::int64_t n) {
+  for (std::int64_t c = 0; c < n; ++c)
+    if (std::fabs(p[c]) > std::fabs(o[c])) o[c] = p[c];
+}
+
+void compute_heat_levels(Dataset& d) {
+  d.heat_levels.clear();
+  std::int64_t n = (d.rows + heat_block - 1) / heat_block;
+  if (n < 2) return;
+  std::vector<float> level(static_cast<std::size_t>(n * d.cols), 0.0f);
+  parallel_rows(n, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t b = lo; b < hi; ++b)
+      for (std::int64_t r = b * heat_block; r < std::min(d.rows, (b + 1) * heat_block); ++r)
+        keep_larger(level.data() + b * d.cols, d.values.data() + r * d.cols, d.cols);
+  });
+  d.heat_levels.push_back(std::move(level));
+  while (n > 1) {  // each level pairs the blocks of the one below, in row order
+    auto const& below = d.heat_levels.back();
+    std::int64_t const m = (n + 1) / 2;
+    std::vector<float> up(static_cast<std::size_t>(m * d.cols), 0.0f);
+    for (std::int64_t b = 0; b < m; ++b) {
+      keep_larger(up.data() + b * d.cols, below.data() + 2 * b * d.cols, d.cols);
+      if (2 * b + 1 < n) keep_larger(up.data() + b * d.cols, below.data() + (2 * b + 1) * d.cols, d.cols);
+    }
+    d.heat_levels.push_back(std::move(up));
+    n = m;
+  }
+}
+
+}  // namespace
+
 std::vector<float> heat_bands(Dataset const& d, std::int64_t first, std::int64_t last, int bands,
-                              std::vector<std::int64_t>* band_first_row) {
+                              std::vector<std::int64_t>* band_first_row, std::int64_t* values_read) {
   first = std::clamp<std::int64_t>(first, 0, d.rows);
   last = std::clamp<std::int64_t>(last, first, d.rows);
   std::int64_t const span = last - first;
   bands = int(std::max<std::int64_t>(1, std::min<std::int64_t>(bands, std::max<std::int64_t>(span, 1))));
   std::vector<float> out(static_cast<std::size_t>(bands * d.cols), 0.0f);
   if (band_first_row) band_first_row->assign(static_cast<std::size_t>(bands) + 1, last);
+  std::vector<std::int64_t> reads(static_cast<std::size_t>(bands), 0);
   parallel_rows(bands, [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t b = lo; b < hi; ++b) {
       std::int64_t const r0 = first + span * b / bands, r1 = first + span * (b + 1) / bands;
       if (band_first_row) (*band_first_row)[b] = r0;
       float* o = out.data() + b * d.cols;
-      for (std::int64_t r = r0; r < r1; ++r) {
-        float const* p = d.values.data() + r * d.cols;
-        for (std::int64_t c = 0; c < d.cols; ++c)
-          if (std::fabs(p[c]) > std::fabs(o[c])) o[c] = p[c];
+      auto rows = [&](std::int64_t from, std::int64_t to) {
+        for (std::int64_t r = from; r < to; ++r) keep_larger(o, d.values.data() + r * d.cols, d.cols);
+        reads[b] += (to - from) * d.cols;
+      };
+      // Raw rows up to the first whole block, then whole blocks from the largest level
+      // that fits, left to right (so ties keep the first row), then the rest raw.
+      std::int64_t const lo_block = (r0 + heat_block - 1) / heat_block, hi_block = r1 / heat_block;
+      if (d.heat_levels.empty() || lo_block >= hi_block) {
+        rows(r0, r1);
+        continue;
       }
+      rows(r0, lo_block * heat_block);
+      for (std::int64_t i = lo_block; i < hi_block;) {
+        std::size_t k = 0;
+        while (k + 1 < d.heat_levels.size() && i % (std::int64_t{2} << k) == 0 &&
+               i + (std::int64_t{2} << k) <= hi_block)
+          ++k;
+        keep_larger(o, d.heat_levels[k].data() + (i >> k) * d.cols, d.cols);
+        reads[b] += d.cols;
+        i += std::int64_t{1} << k;
+      }
+      rows(hi_block * heat_block, r1);
     }
   });
+  if (values_read) {
+    *values_read = 0;
+    for (auto n : reads) *values_read += n;
+  }
   return out;
 }
 

@@ -18,6 +18,10 @@ struct Dataset {
   std::vector<std::int64_t> counts;  // per-row counts (runs); empty for tables
   std::vector<float> row_norm;       // Euclidean norm of each row
   std::vector<float> row_max_abs;    // largest |value| of each row
+  // For the heatmap: level k holds, per block of 16 * 2^k rows and per column, the
+  // first value of largest magnitude (as heat_bands defines it), so a band of any
+  // height is folded from O(log rows) blocks. 1/8 of the values' size in all.
+  std::vector<std::vector<float>> heat_levels;
   std::string sha256;                // the run's stored gradient SHA-256
   // What produced it, as (field, value) pairs in a fixed order, so that two runs
   // line up side by side.
@@ -31,7 +35,7 @@ Dataset load(std::string const& path);
 // Recomputes the gradient's SHA-256 and compares it with the stored one.
 bool verify_sha256(Dataset const& data);
 
-// Per-row statistics, on all cores.
+// Per-row statistics and the heatmap's levels, on all cores.
 void compute_row_stats(Dataset& data);
 
 // Rows per count, in bins the caller chose. Bin i holds the rows whose count is in
@@ -43,10 +47,14 @@ struct Histogram {
 Histogram count_histogram(std::vector<std::int64_t> const& counts, int bins, bool logarithmic);
 
 // Rows [first, last) squeezed into `bands` bands of whole rows; each band holds, per
-// column, the value of largest magnitude among its rows (sign kept), so a single hot
-// row stays visible. Returns bands x cols values; `band_rows` gets each band's first row.
+// column, the value of largest magnitude among its rows (sign kept; the first such
+// row on ties; +0.0 when all are zero or NaN), so a single hot row stays visible.
+// Returns bands x cols values; `band_rows` gets each band's first row. With the
+// dataset's heat_levels the work is at most about bands x cols x 60 values read,
+// whatever the row count; `values_read` (if given) receives how many were.
 std::vector<float> heat_bands(Dataset const& data, std::int64_t first, std::int64_t last, int bands,
-                              std::vector<std::int64_t>* band_first_row = nullptr);
+                              std::vector<std::int64_t>* band_first_row = nullptr,
+                              std::int64_t* values_read = nullptr);
 
 // The k rows with the most counts, most first (ties by row id).
 std::vector<std::int64_t> top_rows(std::vector<std::int64_t> const& counts, std::size_t k);

@@ -52,6 +52,11 @@ int main(int argc, char** argv) {
   if (parser.isSet(row)) window.selectRow(parser.value(row).toLongLong());
   if (!headless) return app.exec();
 
+  window.waitForChecks();  // a damaged run fails here, and gives no picture
+  if (window.datasetA() == nullptr || (files.size() == 2 && window.datasetB() == nullptr)) {
+    std::fprintf(stderr, "kembed-inspector: %s\n", qPrintable(window.lastError()));
+    return 2;
+  }
   QApplication::processEvents();
   window.gradientView()->rebuild();  // bands for the final plot height
   if (parser.isSet(row)) window.selectRow(parser.value(row).toLongLong());

@@ -1,5 +1,7 @@
 #include "main_window.hpp"
 
+#include <algorithm>
+
 #include <kembed/core/error.hpp>
 
 #include <qcustomplot.h>
@@ -93,6 +95,10 @@ void MainWindow::refresh() {
   counts_->setDataset(a_);
   gradient_->setDataset(a_);
   diff_->setDatasets(a_, b_);
+  bool const unchecked = std::any_of(checking_.begin(), checking_.end(), [this](Dataset const* d) {
+    return d == a_.get() || d == b_.get();
+  });
+  diff_->setChecking(unchecked);
   QString title = "kembed inspector";
   if (a_) title += " - " + QFileInfo(QString::fromStdString(a_->path)).fileName();
   if (b_) title += " vs " + QFileInfo(QString::fromStdString(b_->path)).fileName();
@@ -104,21 +110,36 @@ void MainWindow::refresh() {
 }
 
 void MainWindow::verifyInBackground(std::shared_ptr<Dataset const> data) {
-  // The SHA-256 of a large gradient takes a while: the views come first.
+  // The SHA-256 of a large gradient takes a while: the views come first, the diff's
+  // verdict after the check (DiffView::setChecking).
+  checking_.push_back(data.get());
+  refresh();
   QPointer<MainWindow> self(this);
   std::thread([self, data] {
     bool const ok = verify_sha256(*data);
     QMetaObject::invokeMethod(qApp, [self, data, ok] {
       if (!self) return;
+      auto& pending = self->checking_;
+      pending.erase(std::remove(pending.begin(), pending.end(), data.get()), pending.end());
       QString const name = QFileInfo(QString::fromStdString(data->path)).fileName();
-      self->statusBar()->showMessage(
-          ok ? name + ": gradient SHA-256 verified" : name + ": the gradient does NOT match its stored SHA-256", 0);
-      if (!ok)
-        self->showError(
-            QString::fromStdString(data->path) +
-            ": the gradient does not match its stored SHA-256; the file was changed after the run wrote it");
+      if (ok) {
+        self->statusBar()->showMessage(name + ": gradient SHA-256 verified", 5000);
+        self->refresh();
+        return;
+      }
+      // A damaged file is never judged: it is closed, as if it had failed to open.
+      if (self->a_.get() == data.get()) self->a_ = nullptr;
+      if (self->b_.get() == data.get()) self->b_ = nullptr;
+      self->refresh();
+      self->showError(QString::fromStdString(data->path) +
+                      ": is damaged: its gradient does not match its stored SHA-256 (the file was changed after "
+                      "the run wrote it), so it was closed and no verdict is given on it");
     });
   }).detach();
+}
+
+void MainWindow::waitForChecks() {
+  while (checking()) QApplication::processEvents(QEventLoop::WaitForMoreEvents, 50);
 }
 
 void MainWindow::selectRow(qint64 row) {

@@ -7,6 +7,7 @@
 #include <QMainWindow>
 
 #include <memory>
+#include <vector>
 
 class QLabel;
 class QMenu;
@@ -33,6 +34,11 @@ class MainWindow : public QMainWindow {
   DiffView* diffView() const { return diff_; }
   std::shared_ptr<Dataset const> datasetA() const { return a_; }
   std::shared_ptr<Dataset const> datasetB() const { return b_; }
+  // Whether a run's gradient is still being checked against its stored SHA-256.
+  // Until both are checked the diff gives no verdict; a run that fails is closed.
+  bool checking() const { return !checking_.empty(); }
+  // Processes events until no check is running (--screenshot, tests).
+  void waitForChecks();
 
  public slots:
   void selectRow(qint64 row);
@@ -52,6 +58,7 @@ class MainWindow : public QMainWindow {
   void verifyInBackground(std::shared_ptr<Dataset const> data);
 
   std::shared_ptr<Dataset const> a_, b_;
+  std::vector<Dataset const*> checking_;
   QTabWidget* tabs_;
   CountsView* counts_;
   GradientView* gradient_;

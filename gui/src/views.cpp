@@ -434,8 +434,15 @@ void DiffView::setDatasets(std::shared_ptr<Dataset const> a, std::shared_ptr<Dat
   bits_->setText(summary_.values.differences.empty() ? "" : "Pick a differing row (F6: the next one) to see its bits.");
 }
 
+void DiffView::setChecking(bool checking) {
+  checking_ = checking;
+  verdict_->setText(verdict());
+  verdict_->setStyleSheet(!(a_ && b_) || checking_ ? "" : summary_.identical() ? "color: #107010;" : "color: #b00000;");
+}
+
 QString DiffView::verdict() const {
   if (!(a_ && b_)) return "Open a second run to compare (File > Compare with...)";
+  if (checking_) return "Checking each run's gradient against its stored SHA-256 before giving a verdict...";
   if (summary_.shapes_differ)
     return QString("Different shapes: (%1, %2) and (%3, %4)").arg(a_->rows).arg(a_->cols).arg(b_->rows).arg(b_->cols);
   if (summary_.identical())

@@ -101,6 +101,8 @@ class DiffView : public View {
  public:
   explicit DiffView(QWidget* parent = nullptr);
   void setDatasets(std::shared_ptr<Dataset const> a, std::shared_ptr<Dataset const> b);
+  // While a run's SHA-256 is being checked the verdict waits (a damaged file gets none).
+  void setChecking(bool checking);
   QCustomPlot* plot() const override { return plot_; }
   QString tableCsv() const override { return model_->csv(); }
   DiffSummary const& summary() const { return summary_; }
@@ -115,6 +117,7 @@ class DiffView : public View {
   std::shared_ptr<Dataset const> a_, b_;
   DiffSummary summary_;
   std::int64_t current_ = -1;
+  bool checking_ = false;
   QLabel* verdict_;
   QCustomPlot* plot_;
   QCPGraph* points_;

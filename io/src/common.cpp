@@ -79,6 +79,10 @@ void check_format(hid_t file, std::string const& path, std::string const& family
         std::string("has no 'format' attribute, so it is not a kembed ") + what + " file (format '" + want + "')");
   }
   if (*tag == want) return;
+  if (tag->empty())
+    throw FileError(path, "",
+                    "has an empty 'format' attribute; kembed never writes one, so the file is damaged (its strings "
+                    "do not read back) or was not written by kembed");
   auto const dash = tag->rfind('-');
   std::string const tag_family = dash == std::string::npos ? *tag : tag->substr(0, dash);
   std::string const tag_version = dash == std::string::npos ? "" : tag->substr(dash + 1);
@@ -285,8 +289,9 @@ FloatMatrix open_float_matrix(hid_t file, std::string const& path, std::string c
                         "; kembed tables are float32. Convert it first (numpy: "
                         "f['" +
                         name +
-                        "'][...].astype('float32')), or ask for the conversion "
-                        "(convert = true, --convert), which rounds each value to the nearest float32");
+                        "'][...].astype('float32')), or import it with the conversion "
+                        "(kembed import --convert; convert = true in the library), which rounds each value to "
+                        "the nearest float32");
   }
   int const rank = H5Sget_simple_extent_ndims(space);
   hsize_t dims[H5S_MAX_RANK] = {};

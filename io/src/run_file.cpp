@@ -231,6 +231,10 @@ std::string file_format(std::string const& path) {
     auto file = detail::open_for_reading(path);
     auto tag = h5::read_string(file, "format");
     if (!tag) throw FileError(path, "", "has no 'format' attribute, so it is not a kembed file");
+    if (tag->empty())
+      throw FileError(path, "",
+                      "has an empty 'format' attribute; kembed never writes one, so the file is damaged (its "
+                      "strings do not read back) or was not written by kembed");
     return *tag;
   });
 }

@@ -124,7 +124,20 @@ TableFile read_table_dataset(std::string const& path, std::string const& dataset
     TableFile t;
     t.config = make_config(m.rows, m.cols, Options{});
     t.weight.resize(static_cast<std::size_t>(m.rows * m.cols));
-    detail::read_rows(m, path, name, 0, m.rows, t.weight.data());
+    h5::Handle type = h5::datatype(H5Dget_type(m.dataset));
+    bool const rounded = H5Tget_size(type) != 4;
+    try {
+      detail::read_rows(m, path, name, 0, m.rows, t.weight.data());
+    } catch (FileError const& e) {
+      // A finite float64 beyond float32's range rounds to infinity: say that, not "NaN".
+      if (!rounded || std::string(e.what()).find("must be finite") == std::string::npos) throw;
+      std::string const what = e.what();
+      auto const at = what.find(" at row ");
+      throw FileError(path, name,
+                      "holds a value" + what.substr(at, what.find(';', at) - at) +
+                          " that is not finite or does not fit in float32 (|x| > 3.4028235e38); a table must be "
+                          "finite float32");
+    }
     return t;
   });
 }

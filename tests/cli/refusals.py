@@ -1,0 +1,310 @@
+"""Every refusal of the kembed program, fed to it as a user would.
+
+    refusals.py KEMBED WORKDIR
+
+Each case makes its inputs (good files, then files damaged or rewritten with h5py),
+runs one command and checks three things: the exit status, the words of the message,
+and that no file in the folder changed, appeared or vanished (refused commands touch
+nothing). A command that does not finish in 60 s fails its case (a hang). A few
+cases are the other side of a refusal: the command succeeds and leaves a file alone.
+"""
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+
+import h5py
+import numpy as np
+
+kembed, work = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+os.chdir(work)
+
+
+def run(*args, timeout=60):
+    try:
+        p = subprocess.run([kembed, *args], capture_output=True, text=True, timeout=timeout)
+        return p.returncode, p.stdout + p.stderr
+    except subprocess.TimeoutExpired:
+        return "hang", f"did not finish in {timeout} s"
+
+
+def must(*args):
+    status, out = run("-q", *args)
+    if status != 0:
+        sys.exit(f"refusals: setting up failed: kembed {' '.join(args)}: {out}")
+
+
+def snapshot():
+    files = {}
+    for root, _, names in os.walk(work):
+        for n in names:
+            p = os.path.join(root, n)
+            if os.path.isfile(p) and not os.path.islink(p):
+                with open(p, "rb") as f:
+                    files[os.path.relpath(p, work)] = hashlib.sha256(f.read()).hexdigest()
+            else:
+                files[os.path.relpath(p, work)] = "special"
+    return files
+
+
+def copy_with(src, dst, edit):
+    shutil.copyfile(src, dst)
+    with h5py.File(dst, "r+") as f:
+        edit(f)
+
+
+def set_attr(obj, name, value):
+    if name in obj.attrs:
+        del obj.attrs[name]
+    obj.attrs[name] = value
+
+
+def flip_bytes_after(path, marker, skip, count=16):
+    """Overwrites `count` bytes `skip` bytes after the first `marker` in the file."""
+    with open(path, "r+b") as f:
+        data = f.read()
+        at = data.find(marker)
+        assert at >= 0, f"{marker!r} not in {path}"
+        f.seek(at + skip)
+        f.write(bytes((b ^ 0x5A) for b in data[at + skip:at + skip + count]))
+
+
+# ---- good inputs --------------------------------------------------------------------
+must("make-table", "--out", "t.h5", "--rows", "100", "--dim", "8", "--seed", "1")
+must("make-batch", "--out", "b.h5", "--zipf", "100", "--positions", "3000", "--dim", "8", "--seed", "2")
+must("backward", "--table", "t.h5", "--batch", "b.h5", "--out", "r.h5")
+with open("notes.txt", "w") as f:
+    f.write("a user's file that kembed must never replace or remove\n")
+# A checkpoint of an unfinished job: its batch has a bad id after the first checkpoint.
+ids = np.arange(200000) % 100
+ids[150000] = 150
+with h5py.File("b_late_bad.h5", "w") as f:
+    f["ids"] = ids.astype("int64")
+    f["dy"] = np.ones((200000, 8), dtype="float32")
+status, out = run("-q", "backward", "--table", "t.h5", "--batch", "b_late_bad.h5", "--out", "partial.h5",
+                  "--checkpoint-every", "65536", "--checkpoint", "ckpt.h5")
+assert status == 2 and os.path.exists("ckpt.h5"), (status, out)
+
+# ---- damaged and rewritten files ----------------------------------------------------
+copy_with("r.h5", "r_edited.h5", lambda f: f["gradient"].__setitem__((0, 0), 12345.0))
+copy_with("r.h5", "r_edited_consistently.h5", lambda f: (
+    f["gradient"].__setitem__((0, 0), 12345.0),
+    set_attr(f, "gradient_sha256", hashlib.sha256(f["gradient"][...].astype("<f4").tobytes()).hexdigest())))
+with h5py.File("r.h5") as f:
+    offset = f["gradient"].id.get_chunk_info(0).byte_offset
+shutil.copyfile("r.h5", "r_damaged.h5")
+with open("r_damaged.h5", "r+b") as f:
+    f.seek(offset + 8)
+    f.write(b"\x00\x01\x02\x03")
+copy_with("r.h5", "r_format_array.h5", lambda f: set_attr(f, "format", ["a", "b"]))
+copy_with("r.h5", "r_plan_array.h5", lambda f: set_attr(f, "plan", ["scan", "sort"]))
+copy_with("r.h5", "r_timing_array.h5", lambda f: set_attr(f["timings"], "total_seconds", [1.0, 2.0]))
+copy_with("r.h5", "r_path_array.h5", lambda f: set_attr(f["inputs/table"], "path", ["t.h5", "u.h5"]))
+copy_with("r.h5", "r_threads_empty.h5", lambda f: set_attr(f, "threads", np.zeros(0, dtype="int64")))
+
+
+def command_line_array(f):
+    del f["provenance/command_line"]
+    f["provenance/command_line"] = np.array([b"kembed", b"backward"], dtype=h5py.string_dtype())
+
+
+copy_with("r.h5", "r_command_array.h5", command_line_array)
+copy_with("r.h5", "r_version_20_digits.h5", lambda f: set_attr(f, "format", "kembed-run-99999999999999999999"))
+copy_with("r.h5", "r_format_int.h5", lambda f: set_attr(f, "format", np.int64(1)))
+copy_with("t.h5", "t_version_int.h5", lambda f: set_attr(f, "kembed_version", np.int64(1)))
+copy_with("t.h5", "t_created_by_int.h5", lambda f: set_attr(f, "created_by", np.int64(7)))
+copy_with("t.h5", "t_plan_array.h5", lambda f: set_attr(f, "plan", ["auto", "scan"]))
+shutil.copyfile("r.h5", "r_heap.h5")
+flip_bytes_after("r_heap.h5", b"GCOL", 16, 64)  # the global heap of the variable-length strings
+# A table whose data lie in a file that is gone, as a virtual and as an external dataset.
+with h5py.File("source.h5", "w") as f:
+    f["w"] = np.ones((100, 8), dtype="float32")
+layout = h5py.VirtualLayout(shape=(100, 8), dtype="float32")
+layout[:] = h5py.VirtualSource("source.h5", "w", shape=(100, 8))
+copy_with("t.h5", "t_virtual.h5", lambda f: (f.__delitem__("weight"), f.create_virtual_dataset("weight", layout)))
+os.remove("source.h5")
+np.ones((100, 8), dtype="<f4").tofile("raw.bin")
+copy_with("t.h5", "t_external.h5", lambda f: (f.__delitem__("weight"), f.create_dataset(
+    "weight", shape=(100, 8), dtype="<f4", external=[("raw.bin", 0, 100 * 8 * 4)])))
+os.remove("raw.bin")
+copy_with("t.h5", "t_lzf.h5", lambda f: (f.__delitem__("weight"), f.create_dataset(
+    "weight", data=np.ones((100, 8), dtype="float32"), compression="lzf")))
+# A 4 KB batch that declares 2^40 positions: one chunk stored, the rest would read as zeros.
+with h5py.File("b_huge.h5", "w") as f:
+    f.create_dataset("ids", shape=(2 ** 40,), dtype="int64", chunks=(1024,))[:1024] = 1
+    f.create_dataset("dy", shape=(2 ** 40, 8), dtype="float32", chunks=(1024, 8))[:1024] = 1
+with h5py.File("foreign.h5", "w") as f:
+    f["model/emb"] = np.ones((50, 8), dtype="float32")
+    f["model/emb64"] = np.array([[1e39, 1.0]], dtype="float64")
+os.mkfifo("pipe.h5")
+with open("r.h5.checkpoint", "w") as f:  # a user's file where the default checkpoint would go
+    f.write("not a checkpoint\n")
+
+B = ["backward", "--table", "t.h5", "--batch", "b.h5"]
+cases = [
+    # 1. no command loses a user's file
+    ("checkpoint is the batch", B + ["--out", "x.h5", "--checkpoint", "b.h5"], 2,
+     r"--checkpoint b.h5 is the same file as --batch b.h5"),
+    ("checkpoint is the batch by another name", B + ["--out", "x.h5", "--checkpoint", "./b.h5"], 2,
+     r"is the same file as --batch"),
+    ("checkpoint is the table", B + ["--out", "x.h5", "--checkpoint", "t.h5", "--checkpoint-every", "1"], 2,
+     r"is the same file as --table"),
+    ("checkpoint is the output", B + ["--out", "r.h5", "--checkpoint", "r.h5", "--checkpoint-every", "1"], 2,
+     r"--checkpoint r.h5 is the same file as --out r.h5"),
+    ("checkpoint holds a user's file", B + ["--out", "x.h5", "--checkpoint", "notes.txt", "--checkpoint-every",
+                                            "100"], 2,
+     r"notes.txt: is not an HDF5 file.*must be free or hold a kembed checkpoint; it was left as it is"),
+    ("default checkpoint path holds a user's file", B + ["--out", "r.h5", "--resume"], 2,
+     r"r.h5.checkpoint: is not an HDF5 file.*left as it is"),
+    ("checkpoint holds a table", B + ["--out", "x.h5", "--checkpoint", "r.h5", "--resume"], 2,
+     r"is the same file as --out|r.h5"),
+    ("checkpoint of an unfinished job without --resume",
+     B + ["--out", "x.h5", "--checkpoint", "ckpt.h5", "--checkpoint-every", "100"], 2,
+     r"ckpt.h5 holds the checkpoint of an unfinished job \(at position 131,072\); continue it with --resume"),
+    ("checkpoint of another job", B + ["--out", "x.h5", "--checkpoint", "ckpt.h5", "--resume"], 2,
+     r"ckpt.h5: belongs to another job \(its batch's SHA-256 differs"),
+    ("output is the batch", B + ["--out", "b.h5"], 2, r"--out b.h5 is the same file as --batch b.h5"),
+    ("output is the table", B + ["--out", "./t.h5"], 2, r"is the same file as --table"),
+    ("output in a missing folder", B + ["--out", "no-such-folder/x.h5"], 3,
+     r"no-such-folder/x.h5: cannot be written: its folder no-such-folder does not exist"),
+    ("output is a folder", B + ["--out", "."], 2, r"--out \. is a folder"),
+    # 2. diff compares the bits it reads, and a file that fails its checksum is damaged
+    ("diff: gradient rewritten, digest kept", ["diff", "r.h5", "r_edited.h5"], 2,
+     r"r_edited.h5: dataset '/gradient': does not match its SHA-256.*damaged"),
+    ("diff: gradient rewritten, the other way round", ["diff", "r_edited.h5", "r.h5"], 2,
+     r"r_edited.h5: dataset '/gradient': does not match its SHA-256"),
+    ("diff: damaged data", ["diff", "r.h5", "r_damaged.h5"], 2, r"r_damaged.h5: dataset '/gradient'.*damaged"),
+    ("info: damaged data is not read", ["info", "r_damaged.h5"], 0, r"kembed-run-1"),
+    # 3. array-valued attributes and datasets
+    ("diff: format is an array", ["diff", "r.h5", "r_format_array.h5"], 2,
+     r"r_format_array.h5: .*attribute 'format' holds 2 values, where kembed expects one"),
+    ("info: plan is an array", ["info", "r_plan_array.h5"], 2, r"attribute 'plan' holds 2 values"),
+    ("info: a timing is an array", ["info", "r_timing_array.h5"], 2,
+     r"r_timing_array.h5: dataset '/timings': attribute 'total_seconds' holds 2 values"),
+    ("info: an input path is an array", ["info", "r_path_array.h5"], 2,
+     r"dataset '/inputs/table': attribute 'path' holds 2 values"),
+    ("info: threads is empty", ["info", "r_threads_empty.h5"], 2, r"attribute 'threads' holds 0 values"),
+    ("info: the command line is an array", ["info", "r_command_array.h5"], 2,
+     r"dataset '/provenance/command_line': dataset 'command_line' holds 2 values"),
+    ("backward: table's plan is an array", ["backward", "--table", "t_plan_array.h5", "--batch", "b.h5", "--out",
+                                            "x.h5"], 2, r"attribute 'plan' holds 2 values"),
+    # 4. whatever a file holds, a failure to read it is exit 2
+    ("diff: 20-digit format version", ["diff", "r.h5", "r_version_20_digits.h5"], 2,
+     r"was written by a newer kembed \(format 'kembed-run-99999999999999999999'\)"),
+    ("info: format is an integer", ["info", "r_format_int.h5"], 0, r"r_format_int.h5: HDF5"),
+    ("diff: format is an integer", ["diff", "r.h5", "r_format_int.h5"], 2,
+     r"attribute 'format' holds 64-bit integers, not a string"),
+    ("backward: table's kembed_version is an integer",
+     ["backward", "--table", "t_version_int.h5", "--batch", "b.h5", "--out", "x.h5"], 2,
+     r"attribute 'kembed_version' holds 64-bit integers, not a string"),
+    ("backward: table's created_by is an integer",
+     ["backward", "--table", "t_created_by_int.h5", "--batch", "b.h5", "--out", "x.h5"], 2,
+     r"attribute 'created_by' holds 64-bit integers"),
+    # (HDF5 reads strings from a damaged heap as empty, without an error: said so, never "no format")
+    ("info: damaged global heap", ["info", "r_heap.h5"], 0, r"'format' attribute is present but empty"),
+    ("diff: damaged global heap", ["diff", "r.h5", "r_heap.h5"], 2,
+     r"r_heap.h5: has an empty 'format' attribute; kembed never writes one, so the file is damaged"),
+    # 8. nothing hangs
+    ("info: a FIFO", ["info", "pipe.h5"], 2, r"pipe.h5: is not a regular file \(it is a FIFO\)"),
+    ("backward: a FIFO table", ["backward", "--table", "pipe.h5", "--batch", "b.h5", "--out", "x.h5"], 2,
+     r"pipe.h5: is not a regular file"),
+    ("diff: a FIFO", ["diff", "r.h5", "pipe.h5"], 2, r"pipe.h5: is not a regular file"),
+    ("backward: a batch declaring 2^40 positions", ["backward", "--table", "t.h5", "--batch", "b_huge.h5", "--out",
+                                                   "x.h5"], 2,
+     r"b_huge.h5: dataset '/ids': stores 1 of the 1073741824 chunks its shape declares"),
+    # 9. no silent zeros
+    ("backward: virtual table with a missing source",
+     ["backward", "--table", "t_virtual.h5", "--batch", "b.h5", "--out", "x.h5"], 2,
+     r"is a virtual dataset whose source file source.h5 is missing"),
+    ("backward: external table data missing",
+     ["backward", "--table", "t_external.h5", "--batch", "b.h5", "--out", "x.h5"], 2,
+     r"keeps its data in the external file raw.bin, which is missing"),
+    # 10. threads
+    ("threads above the range", ["--threads", "513"] + B + ["--out", "x.h5"], 2,
+     r"--threads must be between 1 and 512, got 513"),
+    ("threads negative", ["--threads", "-1"] + B + ["--out", "x.h5"], 2, r"--threads must be between 1 and 512, got -1$"),
+    ("threads zero", ["--threads", "0"] + B + ["--out", "x.h5"], 2, r"got 0"),
+    ("threads on the serial backend", ["--backend", "serial", "--threads", "2"] + B + ["--out", "x.h5"], 2,
+     r"--threads 2 asks for 2 threads, but the serial backend runs one"),
+    # 11. messages that say what is wrong
+    ("backward: an lzf table", ["backward", "--table", "t_lzf.h5", "--batch", "b.h5", "--out", "x.h5"], 2,
+     r"is compressed with the HDF5 filter 'lzf' \(id 32000\), which this HDF5 does not have"),
+    ("import: several candidates", ["import", "foreign.h5", "--out", "x.h5"], 2,
+     r"holds several 2-D float datasets \(/model/emb 50 x 8, /model/emb64 1 x 2\); name the table with --dataset"),
+    ("import: float64 without --convert", ["import", "foreign.h5", "--dataset", "model/emb64", "--out", "x.h5"], 2,
+     r"holds 64-bit floats; kembed tables are float32.*kembed import --convert"),
+    ("import: float64 that does not fit", ["import", "foreign.h5", "--dataset", "model/emb64", "--out", "x.h5",
+                                           "--convert"], 2,
+     r"holds a value at row 0, column 0 that is not finite or does not fit in float32"),
+    ("import: onto itself", ["import", "foreign.h5", "--out", "./foreign.h5"], 2, r"is the file being imported"),
+]
+
+failures = 0
+
+
+def check(name, status, out, want_status, pattern, before, allowed=()):
+    global failures
+    after = snapshot()
+    problems = []
+    if status != want_status:
+        problems.append(f"exit status {status}, want {want_status}")
+    if not re.search(pattern, out.replace("\n", " ").strip()):
+        problems.append(f"output does not match /{pattern}/")
+    for path in sorted(set(before) | set(after)):
+        if path in allowed:
+            continue
+        if path not in after:
+            problems.append(f"{path} vanished")
+        elif path not in before:
+            problems.append(f"{path} appeared")
+        elif before[path] != after[path]:
+            problems.append(f"{path} changed")
+    if problems:
+        failures += 1
+        print(f"FAIL {name}: {'; '.join(problems)}\n  output: {out.strip()}")
+    else:
+        print(f"ok   {name}")
+
+
+for name, args, want_status, pattern in cases:
+    before = snapshot()
+    status, out = run(*args)
+    check(name, status, out, want_status, pattern, before)
+
+# The other side: commands that succeed leave what is not theirs alone.
+before = snapshot()
+status, out = run("-q", *B, "--out", "r2.h5", "--checkpoint", "r.h5.checkpoint")
+check("a finished job leaves a file at its unused --checkpoint path", status, out, 0, r"run file: +r2.h5",
+      before, allowed={"r2.h5"})
+before = snapshot()
+status, out = run("-q", *B, "--out", "r3.h5", "--checkpoint-every", "1000", "--microbatch", "100")
+check("a finished job removes only its own checkpoint", status, out, 0, r"run file: +r3.h5", before,
+      allowed={"r3.h5"})
+before = snapshot()
+status, out = run("diff", "r.h5", "r_edited_consistently.h5")
+check("diff: a consistent rewrite is compared bit for bit", status, out, 1,
+      r"differ: r.h5 and r_edited_consistently.h5 .*1 of 100 rows differ", before)
+before = snapshot()
+status, out = run("-q", "import", "foreign.h5", "--dataset", "/model/emb", "--out", "imported.h5")
+check("import: a float32 dataset", status, out, 0, r"table: +imported.h5 \(50 x 8, from foreign.h5:/model/emb\)",
+      before, allowed={"imported.h5"})
+
+# 11. a file open for writing elsewhere is locked, and is said to be.
+holder = subprocess.Popen([sys.executable, "-c", "import h5py, sys, time\n"
+                           "f = h5py.File(sys.argv[1], 'r+'); print('open', flush=True); time.sleep(60)",
+                           os.path.join(work, "r3.h5")], stdout=subprocess.PIPE, text=True)
+holder.stdout.readline()
+before = snapshot()
+status, out = run("info", "r3.h5")
+holder.kill()
+holder.wait()
+check("info: a file another program has open for writing", status, out, 2,
+      r"r3.h5: is locked: another program has it open for writing", before)
+
+print(f"refusals: {len(cases) + 5 - failures} passed, {failures} failed")
+sys.exit(1 if failures else 0)
