@@ -10,11 +10,13 @@
 #   scripts/setup.sh [serial|openmp|all]     (default: all)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-variants=${1:-all}
+variants=${1:-all}  # serial, openmp, all, asan or fuzz
 log() { echo "setup: $*" >&2; }
 
 packages=(cmake make g++ libtrilinos-kokkos-dev libgtest-dev libhdf5-dev hdf5-tools libcli11-dev
           qt6-base-dev libqcustomplot-dev libgl-dev fonts-dejavu-core dpkg-dev xz-utils)
+# The sanitizer builds: GCC's runtimes come with g++; libFuzzer with clang's.
+[[ $variants == fuzz ]] && packages+=(clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -60,6 +62,12 @@ cd "$here"
 mkdir -p build
 if [[ $variants == all || $variants == serial ]]; then
   configure_and_build serial -DKEMBED_PYTHON="$venv/bin/python"
+fi
+if [[ $variants == asan ]]; then
+  configure_and_build asan -DKEMBED_PYTHON="$venv/bin/python"
+fi
+if [[ $variants == fuzz ]]; then
+  configure_and_build fuzz
 fi
 if [[ $variants == all || $variants == openmp ]]; then
   kokkos=$("$here/scripts/build-kokkos-openmp.sh")

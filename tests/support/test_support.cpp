@@ -12,7 +12,9 @@ namespace kembed::test {
 ::testing::AssertionResult same_bits(std::vector<float> const& got, std::vector<float> const& want) {
   if (got.size() != want.size())
     return ::testing::AssertionFailure() << "sizes differ: got " << got.size() << ", want " << want.size();
-  if (std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0) return ::testing::AssertionSuccess();
+  // (empty vectors may hold null pointers, which memcmp must not be given)
+  if (got.empty() || std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0)
+    return ::testing::AssertionSuccess();
   std::size_t first = got.size(), differing = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
     if (bits_of(got[i]) != bits_of(want[i])) {
