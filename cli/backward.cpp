@@ -331,6 +331,11 @@ template <class Space>
 int forward(ForwardArgs const& args) {
   if (args.microbatch < 1)
     throw InvalidArgument("microbatch", "--microbatch must be at least 1, got " + std::to_string(args.microbatch));
+  for (auto const& [option, input] : {std::pair{"--table", args.table}, std::pair{"--ids", args.ids}})
+    if (same_file(args.out, input))
+      throw InvalidArgument("out", "--out " + args.out + " is the same file as " + option + " " + input +
+                                       "; the output would replace it. Give --out a path of its own");
+  check_output_path("--out", args.out);
   auto const t_start = clock_type::now();
   auto table = io::load_table(args.table);
   auto const v = table.config.num_embeddings, d = table.config.embedding_dim;

@@ -170,6 +170,8 @@ cases = [
      r"ckpt.h5: belongs to another job \(its batch's SHA-256 differs"),
     ("output is the batch", B + ["--out", "b.h5"], 2, r"--out b.h5 is the same file as --batch b.h5"),
     ("output is the table", B + ["--out", "./t.h5"], 2, r"is the same file as --table"),
+    ("forward: output is the ids", ["forward", "--table", "t.h5", "--ids", "b.h5", "--out", "./b.h5"], 2,
+     r"--out ./b.h5 is the same file as --ids b.h5"),
     ("output in a missing folder", B + ["--out", "no-such-folder/x.h5"], 3,
      r"no-such-folder/x.h5: cannot be written: its folder no-such-folder does not exist"),
     ("output is a folder", B + ["--out", "."], 2, r"--out \. is a folder"),
