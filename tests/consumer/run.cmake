@@ -10,6 +10,8 @@ function(step)
   message(STATUS "${out}")
 endfunction()
 step(${CMAKE_COMMAND} --install "${KEMBED_BUILD}" --prefix "${WORK}/prefix")
-step(${CMAKE_COMMAND} -S "${SOURCE}" -B "${WORK}/build" -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCMAKE_BUILD_TYPE=Release)
+# The consumer compiles as kembed was (a sanitizer build's libraries need its runtime).
+step(${CMAKE_COMMAND} -S "${SOURCE}" -B "${WORK}/build" -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCMAKE_BUILD_TYPE=Release
+     "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${LINKER_FLAGS}")
 step(${CMAKE_COMMAND} --build "${WORK}/build")
 step("${WORK}/build/consumer")
