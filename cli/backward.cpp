@@ -191,8 +191,9 @@ int backward(BackwardArgs const& args) {
   if (found_checkpoint) {
     auto ckpt = io::read_checkpoint(checkpoint_path);
     auto mismatch = [&](std::string const& what) {
-      throw io::FileError(checkpoint_path, "",
-                          "belongs to another job (" + what + "); remove it or start without --resume");
+      throw io::FileError(
+          checkpoint_path, "",
+          "belongs to another job (" + what + "); remove it, or give this job another --checkpoint path");
     };
     if (ckpt.table_sha256 != table_id.sha256) mismatch("its table's SHA-256 differs from " + args.table + "'s");
     if (ckpt.batch_sha256 != batch_id.sha256) mismatch("its batch's SHA-256 differs from " + args.batch + "'s");

@@ -129,12 +129,10 @@ int run(Args const& a) {
     kembed::Mode mode;
     kembed::Plan plan;
   };
-  Case const cases[] = {{kembed::Mode::identical, kembed::Plan::scan},
-                        {kembed::Mode::identical, kembed::Plan::sort},
-                        {kembed::Mode::identical, kembed::Plan::bucket},
-                        {kembed::Mode::identical, kembed::Plan::automatic},
-                        {kembed::Mode::deterministic, kembed::Plan::automatic},
-                        {kembed::Mode::fast, kembed::Plan::automatic}};
+  Case const cases[] = {
+      {kembed::Mode::identical, kembed::Plan::scan},          {kembed::Mode::identical, kembed::Plan::sort},
+      {kembed::Mode::identical, kembed::Plan::bucket},        {kembed::Mode::identical, kembed::Plan::automatic},
+      {kembed::Mode::deterministic, kembed::Plan::automatic}, {kembed::Mode::fast, kembed::Plan::automatic}};
   std::uint64_t identical_print = 0;
   bool agree = true;
   for (auto const& c : cases) {

@@ -27,9 +27,9 @@ int import_table(ImportArgs const& a) {
     if (candidates.size() != 1) {
       std::string list;
       for (auto const& c : candidates) list += (list.empty() ? "" : ", ") + c;
-      throw InvalidArgument("dataset", a.from + (candidates.empty() ? " holds no 2-D float dataset"
-                                                                    : " holds several 2-D float datasets (" + list +
-                                                                          ")") +
+      throw InvalidArgument("dataset", a.from +
+                                           (candidates.empty() ? " holds no 2-D float dataset"
+                                                               : " holds several 2-D float datasets (" + list + ")") +
                                            "; name the table with --dataset");
     }
     dataset = candidates.front().substr(0, candidates.front().find(' '));

@@ -76,7 +76,8 @@ int main(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "No progress or log lines on stderr (errors still)");
   app.add_option("--backend", backend, "serial, openmp or default (the build's parallel backend)")
       ->check(CLI::IsMember({"serial", "openmp", "default"}));
-  app.add_option("--threads", threads, "Threads for the OpenMP backend, 1 to 512 (default: OMP_NUM_THREADS or all cores)");
+  app.add_option("--threads", threads,
+                 "Threads for the OpenMP backend, 1 to 512 (default: OMP_NUM_THREADS or all cores)");
   app.set_version_flag("--version", std::string(KEMBED_VERSION_STRING));
 
   BackwardArgs bw;

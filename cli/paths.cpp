@@ -40,7 +40,8 @@ bool path_exists(std::string const& path) {
 }
 
 bool same_file(std::string const& a, std::string const& b) {
-  struct stat sa {}, sb {};
+  struct stat sa {
+  }, sb{};
   bool const has_a = ::stat(a.c_str(), &sa) == 0, has_b = ::stat(b.c_str(), &sb) == 0;
   if (has_a && has_b) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
   if (has_a != has_b) return false;
@@ -58,8 +59,8 @@ void check_output_path(std::string const& option, std::string const& path) {
   if (::stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     throw io::IoFailure(path, "cannot be written: its folder " + folder + " does not exist");
   if (::access(folder.c_str(), W_OK) != 0)
-    throw io::IoFailure(path, "cannot be written: its folder " + folder + " is not writable (" +
-                                  std::strerror(errno) + ")");
+    throw io::IoFailure(path,
+                        "cannot be written: its folder " + folder + " is not writable (" + std::strerror(errno) + ")");
 }
 
 }  // namespace kembed::cli

@@ -22,7 +22,7 @@ struct Dataset {
   // first value of largest magnitude (as heat_bands defines it), so a band of any
   // height is folded from O(log rows) blocks. 1/8 of the values' size in all.
   std::vector<std::vector<float>> heat_levels;
-  std::string sha256;                // the run's stored gradient SHA-256
+  std::string sha256;  // the run's stored gradient SHA-256
   // What produced it, as (field, value) pairs in a fixed order, so that two runs
   // line up side by side.
   std::vector<std::pair<std::string, std::string>> provenance;
@@ -53,8 +53,7 @@ Histogram count_histogram(std::vector<std::int64_t> const& counts, int bins, boo
 // dataset's heat_levels the work is at most about bands x cols x 60 values read,
 // whatever the row count; `values_read` (if given) receives how many were.
 std::vector<float> heat_bands(Dataset const& data, std::int64_t first, std::int64_t last, int bands,
-                              std::vector<std::int64_t>* band_first_row = nullptr,
-                              std::int64_t* values_read = nullptr);
+                              std::vector<std::int64_t>* band_first_row = nullptr, std::int64_t* values_read = nullptr);
 
 // The k rows with the most counts, most first (ties by row id).
 std::vector<std::int64_t> top_rows(std::vector<std::int64_t> const& counts, std::size_t k);

@@ -95,9 +95,8 @@ void MainWindow::refresh() {
   counts_->setDataset(a_);
   gradient_->setDataset(a_);
   diff_->setDatasets(a_, b_);
-  bool const unchecked = std::any_of(checking_.begin(), checking_.end(), [this](Dataset const* d) {
-    return d == a_.get() || d == b_.get();
-  });
+  bool const unchecked = std::any_of(checking_.begin(), checking_.end(),
+                                     [this](Dataset const* d) { return d == a_.get() || d == b_.get(); });
   diff_->setChecking(unchecked);
   QString title = "kembed inspector";
   if (a_) title += " - " + QFileInfo(QString::fromStdString(a_->path)).fileName();

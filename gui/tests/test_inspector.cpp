@@ -11,8 +11,8 @@
 #include <hdf5.h>
 
 #include <QApplication>
-#include <QSettings>
 #include <QImage>
+#include <QSettings>
 #include <QTableView>
 
 #include <cmath>
@@ -218,8 +218,8 @@ TEST(HeatBands, WorkPerPaintIsBoundedAndTheBandsAreExact) {
     Dataset d;
     d.rows = rows, d.cols = 4;
     d.values = synthetic::uniform_floats(d.rows * d.cols, 11);
-    d.values[std::size_t(rows / 2 * 4)] = 1e30f;               // a hot row
-    d.values[std::size_t(rows / 3 * 4 + 1)] = -1e30f;          // and its tie of the other sign
+    d.values[std::size_t(rows / 2 * 4)] = 1e30f;       // a hot row
+    d.values[std::size_t(rows / 3 * 4 + 1)] = -1e30f;  // and its tie of the other sign
     d.values[std::size_t((rows / 3 + 1) * 4 + 1)] = 1e30f;
     d.values[std::size_t(7 * 4 + 2)] = std::nanf("");
     compute_row_stats(d);
@@ -230,8 +230,10 @@ TEST(HeatBands, WorkPerPaintIsBoundedAndTheBandsAreExact) {
     EXPECT_EQ(std::memcmp(whole.data(), want.data(), want.size() * sizeof(float)), 0) << "whole range";
     EXPECT_LE(read, std::int64_t{bands} * d.cols * 64) << "values read for one paint of " << rows << " rows";
     if (rows == 1000) read_small = read;
-    for (auto [first, last] : {std::pair<std::int64_t, std::int64_t>{3, 17}, {rows / 3 - 5, rows / 3 + 600},
-                               {rows - 45, rows}, {1, rows - 1}}) {
+    for (auto [first, last] : {std::pair<std::int64_t, std::int64_t>{3, 17},
+                               {rows / 3 - 5, rows / 3 + 600},
+                               {rows - 45, rows},
+                               {1, rows - 1}}) {
       auto const got = heat_bands(d, first, last, bands);
       auto const expect = naive(d, first, last, bands);
       EXPECT_EQ(std::memcmp(got.data(), expect.data(), expect.size() * sizeof(float)), 0)

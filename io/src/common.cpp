@@ -30,7 +30,7 @@ h5::Handle open_for_reading(std::string const& path) {
   if (!S_ISREG(st.st_mode))
     throw FileError(path, "",
                     std::string("is not a regular file (it is a ") +
-                        (S_ISFIFO(st.st_mode)  ? "FIFO"
+                        (S_ISFIFO(st.st_mode)   ? "FIFO"
                          : S_ISSOCK(st.st_mode) ? "socket"
                          : S_ISCHR(st.st_mode)  ? "character device"
                          : S_ISBLK(st.st_mode)  ? "block device"
@@ -130,7 +130,7 @@ std::string folder_of(std::string const& path) {
   return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
 }
 
-char const* filter_name(H5Z_filter_t id) {
+char const* known_filter(H5Z_filter_t id) {
   switch (id) {
     case H5Z_FILTER_DEFLATE:
       return "deflate";
@@ -161,6 +161,20 @@ char const* filter_name(H5Z_filter_t id) {
 
 }  // namespace
 
+std::vector<Filter> filters_of(hid_t dcpl) {
+  std::vector<Filter> out;
+  int const n = H5Pget_nfilters(dcpl);
+  for (int i = 0; i < n; ++i) {
+    unsigned flags = 0, config = 0;
+    std::size_t values = 0;
+    char stored[64] = {};
+    H5Z_filter_t const id = H5Pget_filter2(dcpl, unsigned(i), &flags, &values, nullptr, sizeof stored, stored, &config);
+    char const* known = known_filter(id);
+    out.push_back({id, known ? known : stored[0] ? stored : "filter " + std::to_string(id)});
+  }
+  return out;
+}
+
 void check_storage(hid_t dataset, std::string const& path, std::string const& name) {
   h5::Handle dcpl = h5::plist(H5Dget_create_plist(dataset));
   h5::Handle type = h5::datatype(H5Dget_type(dataset));
@@ -172,19 +186,12 @@ void check_storage(hid_t dataset, std::string const& path, std::string const& na
   hsize_t dims[H5S_MAX_RANK] = {};
   H5Sget_simple_extent_dims(space, dims, nullptr);
   // Every filter must be one this HDF5 can decode: say which is missing, not "damaged".
-  int const filters = H5Pget_nfilters(dcpl);
-  for (int i = 0; i < filters; ++i) {
-    unsigned flags = 0, config = 0;
-    std::size_t n = 0;
-    char stored[64] = {};
-    H5Z_filter_t const id = H5Pget_filter2(dcpl, unsigned(i), &flags, &n, nullptr, sizeof stored, stored, &config);
-    if (id < 0) throw FileError(path, name, "has an unreadable filter pipeline; the file is damaged");
-    if (H5Zfilter_avail(id) <= 0) {
+  for (auto const& filter : filters_of(dcpl)) {
+    if (filter.id < 0) throw FileError(path, name, "has an unreadable filter pipeline; the file is damaged");
+    if (H5Zfilter_avail(filter.id) <= 0) {
       h5::error_text();
-      char const* known = filter_name(id);
-      std::string const called = known ? known : stored[0] ? stored : "unnamed";
       throw FileError(path, name,
-                      "is compressed with the HDF5 filter '" + called + "' (id " + std::to_string(id) +
+                      "is compressed with the HDF5 filter '" + filter.name + "' (id " + std::to_string(filter.id) +
                           "), which this HDF5 does not have; rewrite it without that filter (h5py: "
                           "compression='gzip' or none) and try again");
     }
@@ -255,7 +262,8 @@ void check_storage(hid_t dataset, std::string const& path, std::string const& na
     }
     hsize_t allocated = 0;
     if (H5Dget_num_chunks(dataset, space, &allocated) < 0)
-      throw FileError(path, name, "has an unreadable chunk index; the file is damaged (HDF5: " + h5::error_text() + ")");
+      throw FileError(path, name,
+                      "has an unreadable chunk index; the file is damaged (HDF5: " + h5::error_text() + ")");
     if (double(allocated) < expected)
       throw FileError(path, name,
                       "stores " + std::to_string(allocated) + " of the " +
@@ -490,8 +498,7 @@ void StreamingFile::write_rows(char const* name, hid_t mem_type, std::int64_t fi
 
 void StreamingFile::commit() {
   // Flushed while the file can still be discarded; only a clean file is closed and linked in.
-  if (H5Fflush(impl_->file, H5F_SCOPE_LOCAL) < 0)
-    throw std::runtime_error("flushing it failed: " + h5::error_text());
+  if (H5Fflush(impl_->file, H5F_SCOPE_LOCAL) < 0) throw std::runtime_error("flushing it failed: " + h5::error_text());
   impl_->datasets.clear();
   if (H5Fclose(impl_->file.get()) < 0) throw std::runtime_error("closing it failed: " + h5::error_text());
   impl_->file.release();

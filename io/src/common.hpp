@@ -10,6 +10,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace kembed::io::detail {
 
@@ -18,6 +19,14 @@ h5::Handle open_for_reading(std::string const& path);
 
 // Reads the root's "format" attribute and checks it is `family`-N with N == version.
 void check_format(hid_t file, std::string const& path, std::string const& family, int version, char const* what);
+
+// A dataset's filters in pipeline order, named ("deflate", "lzf", ...; HDF5's stored
+// name or "filter N" for others); id < 0 where the pipeline cannot be read.
+struct Filter {
+  H5Z_filter_t id;
+  std::string name;
+};
+std::vector<Filter> filters_of(hid_t dcpl);
 
 // Refuses a dataset whose declared size its file cannot back: unallocated chunks or
 // contiguous storage shorter than declared, a virtual dataset with a missing source,

@@ -68,29 +68,7 @@ herr_t add_dataset(hid_t, char const* name, H5L_info_t const* info, void* data) 
     H5Pget_chunk(dcpl, rank, chunk.data());
     for (auto x : chunk) d.chunks.push_back(std::int64_t(x));
   }
-  int const filters = H5Pget_nfilters(dcpl);
-  for (int i = 0; i < filters; ++i) {
-    unsigned flags = 0, config = 0;
-    std::size_t n = 0;
-    char filter_name[64] = {};
-    auto const id = H5Pget_filter2(dcpl, unsigned(i), &flags, &n, nullptr, sizeof filter_name, filter_name, &config);
-    switch (id) {
-      case H5Z_FILTER_DEFLATE:
-        d.filters.emplace_back("deflate");
-        break;
-      case H5Z_FILTER_SHUFFLE:
-        d.filters.emplace_back("shuffle");
-        break;
-      case H5Z_FILTER_FLETCHER32:
-        d.filters.emplace_back("fletcher32");
-        break;
-      case H5Z_FILTER_SZIP:
-        d.filters.emplace_back("szip");
-        break;
-      default:
-        d.filters.emplace_back(filter_name[0] ? filter_name : "filter " + std::to_string(id));
-    }
-  }
+  for (auto const& filter : detail::filters_of(dcpl)) d.filters.push_back(filter.name);
   visit.summary->datasets.push_back(std::move(d));
   return 0;
 }

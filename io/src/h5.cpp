@@ -81,7 +81,8 @@ constexpr std::size_t max_fixed_string = std::size_t{1} << 20;
 // length; `what` names it in errors. The caller has checked that it holds one value.
 template <class Read>
 std::string read_one_string(std::string const& what, hid_t type, Read&& read) {
-  if (H5Tget_class(type) != H5T_STRING) throw std::runtime_error(what + " holds " + describe_type(type) + ", not a string");
+  if (H5Tget_class(type) != H5T_STRING)
+    throw std::runtime_error(what + " holds " + describe_type(type) + ", not a string");
   if (H5Tis_variable_str(type) > 0) {
     // The memory type must carry the file's character set: HDF5 will not convert
     // between ASCII and UTF-8 variable-length strings.
@@ -160,8 +161,8 @@ void write_double(hid_t obj, char const* name, double value) {
 bool has_attribute(hid_t obj, char const* name) {
   htri_t const present = H5Aexists(obj, name);
   if (present < 0)
-    throw std::runtime_error(std::string("attribute '") + name + "' cannot be looked up (damaged metadata): " +
-                             error_text());
+    throw std::runtime_error(std::string("attribute '") + name +
+                             "' cannot be looked up (damaged metadata): " + error_text());
   return present > 0;
 }
 

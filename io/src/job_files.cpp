@@ -190,7 +190,8 @@ Checkpoint read_checkpoint(std::string const& path, bool with_data) {
     c.cols = detail::required_int64(file, path, "embedding_dim");
     if (!with_data) return c;
     auto g = detail::open_float_matrix(file, path, "/gradient", false);
-    if (g.rows != c.rows || g.cols != c.cols) throw FileError(path, "/gradient", "does not match the attributes' shape");
+    if (g.rows != c.rows || g.cols != c.cols)
+      throw FileError(path, "/gradient", "does not match the attributes' shape");
     detail::check_size(path, "/gradient", c.rows, c.cols, 4);
     c.gradient.resize(static_cast<std::size_t>(c.rows * c.cols));
     detail::read_rows(g, path, "/gradient", 0, c.rows, c.gradient.data(), false);

@@ -109,8 +109,7 @@ void write_run(std::string const& path, RunFile const& run, SaveOptions const& o
     h5::write_int64(file, "num_embeddings", run.rows);
     h5::write_int64(file, "embedding_dim", run.cols);
     h5::write_string(file, "gradient_sha256", sha);
-    out.write_whole("gradient", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, run.gradient.data(), run.rows, run.cols,
-                         options);
+    out.write_whole("gradient", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, run.gradient.data(), run.rows, run.cols, options);
     out.write_whole("counts", H5T_STD_I64LE, H5T_NATIVE_INT64, run.counts.data(), run.rows, 0, options);
     {
       auto inputs = ordered_group(file, "inputs");

@@ -76,8 +76,8 @@ void save_table(std::string const& path, float const* weight, Config const& conf
     h5::write_int64(file, "padding_idx", checked.padding_idx);
     h5::write_string(file, "plan", std::string(to_string(checked.plan)));
     h5::write_string(file, "numeric_mode", std::string(to_string(checked.mode)));
-    out.write_whole("weight", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, weight, checked.num_embeddings,
-                         checked.embedding_dim, options);
+    out.write_whole("weight", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, weight, checked.num_embeddings, checked.embedding_dim,
+                    options);
     out.commit();
   });
 }

@@ -17,7 +17,7 @@ struct DatasetSummary {
 };
 
 struct FileSummary {
-  std::string format;  // the root's "format" attribute, or "" when it has none or it is not one string
+  std::string format;           // the root's "format" attribute, or "" when it has none or it is not one string
   bool format_present = false;  // a "format" attribute exists (it may still read as "")
   std::int64_t bytes = 0;
   std::vector<std::pair<std::string, std::string>> attributes;  // root attributes, values as text
