@@ -571,7 +571,7 @@ io::RunFile sample_run() {
   run.microbatch_size = 4096;
   run.inputs = {{"table", "/data/table.h5", io::sha256_hex("t", 1), 1000},
                 {"batch", "batch.h5", io::sha256_hex("b", 1), 2000}};
-  run.timings = {{"read_seconds", 0.5}, {"backward_seconds", 2.25}, {"write_seconds", 0.125}};
+  run.timings = {{"read_batch_seconds", 0.5}, {"backward_seconds", 2.25}, {"total_seconds", 3.125}};
   run.command_line_json = io::json_array({"kembed", "backward", "--table", "a \"b\"\n"});
   run.configuration_json = "{\"microbatch\": 4096, \"plan\": \"auto\"}";
   return run;

@@ -2,6 +2,9 @@
 
 #include <kembed/io/describe.hpp>
 #include <kembed/io/error.hpp>
+#include <kembed/io/job_files.hpp>
+#include <kembed/io/run_file.hpp>
+#include <kembed/io/table_file.hpp>
 
 #include <sys/stat.h>
 #include <sstream>
@@ -35,6 +38,25 @@ std::string attribute_text(hid_t obj, char const* name) {
   } catch (std::exception const&) {
   }
   return "(" + h5::describe_type(type) + ", " + std::to_string(H5Sget_simple_extent_npoints(space)) + " values)";
+}
+
+// The root attributes of each kembed format (docs/FORMAT.md), in the order written.
+std::vector<char const*> format_attributes(std::string const& format) {
+  if (format == table_format)
+    return {"format",        "kembed_version", "created_by", "num_embeddings",
+            "embedding_dim", "padding_idx",    "plan",       "numeric_mode"};
+  if (format == run_format)
+    return {"format",          "kembed_version", "run_id",        "created",
+            "backend",         "threads",        "plan",          "plan_used",
+            "numeric_mode",    "padding_idx",    "positions",     "microbatches",
+            "microbatch_size", "num_embeddings", "embedding_dim", "gradient_sha256"};
+  if (format == batch_format) return {"format", "kembed_version", "created_by", "num_embeddings", "source", "seed"};
+  if (format == forward_format) return {"format", "kembed_version", "created_by", "table_sha256", "ids_sha256"};
+  if (format == checkpoint_format)
+    return {"format",          "kembed_version",  "job_id",         "position",     "microbatches",
+            "microbatch_size", "table_sha256",    "batch_sha256",   "plan",         "numeric_mode",
+            "padding_idx",     "elapsed_seconds", "num_embeddings", "embedding_dim"};
+  return {};
 }
 
 struct Visit {
@@ -87,8 +109,16 @@ FileSummary describe_file(std::string const& path) {
     } catch (std::exception const&) {
       summary.format.clear();  // a 'format' that is not one string: not a kembed file, described as HDF5
     }
-    for (auto const& name : h5::attribute_names(file))
-      summary.attributes.emplace_back(name, attribute_text(file, name.c_str()));
+    // A kembed file's attributes are read by the names its format defines; only a
+    // foreign file's are iterated (H5Aiterate2 crashes HDF5 1.10 on crafted headers).
+    auto const known = format_attributes(summary.format);
+    if (!known.empty()) {
+      for (auto const& name : known)
+        if (h5::has_attribute(file, name)) summary.attributes.emplace_back(name, attribute_text(file, name));
+    } else {
+      for (auto const& name : h5::attribute_names(file))
+        summary.attributes.emplace_back(name, attribute_text(file, name.c_str()));
+    }
     Visit visit{file, &summary};
     if (H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, add_dataset, &visit) < 0)
       throw FileError(path, "", "its structure cannot be read; the file is damaged (HDF5: " + h5::error_text() + ")");

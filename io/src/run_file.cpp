@@ -200,9 +200,9 @@ RunFile read_run(std::string const& path, bool with_gradient, bool verify) {
     }
     if (h5::exists(file, "/timings")) {
       h5::Handle timings = h5::group(H5Gopen2(file, "/timings", H5P_DEFAULT));
-      for (auto const& name : h5::attribute_names(timings))
-        run.timings.emplace_back(
-            name, in_object(path, "/timings", [&] { return h5::read_double(timings, name.c_str()).value_or(0.0); }));
+      for (char const* phase : timing_phases)
+        if (auto seconds = in_object(path, "/timings", [&] { return h5::read_double(timings, phase); }))
+          run.timings.emplace_back(phase, *seconds);
     }
     if (h5::exists(file, "/provenance")) {
       h5::Handle provenance = h5::group(H5Gopen2(file, "/provenance", H5P_DEFAULT));

@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
       run.microbatches = 2;
       run.microbatch_size = run.positions / 2;
       run.inputs = {{"table", "table.h5", std::string(64, 'a'), 123}, {"batch", "batch.h5", std::string(64, 'b'), 456}};
-      run.timings = {{"read_seconds", 0.25}, {"backward_seconds", 1.5}};
+      run.timings = {{"read_batch_seconds", 0.25}, {"backward_seconds", 1.5}};
       run.command_line_json = io::json_array({"kembed", "backward", "--plan", "auto", "with \"quotes\""});
       run.configuration_json = "{\"microbatch\": 100}";
       io::write_run(argv[2], run);

@@ -13,6 +13,10 @@ namespace kembed::io {
 
 inline constexpr char const* run_format = "kembed-run-1";
 
+// The phases a run file's /timings holds, in the order kembed backward writes them.
+inline constexpr char const* timing_phases[] = {"read_table_seconds", "hash_inputs_seconds", "read_batch_seconds",
+                                                "backward_seconds",   "checkpoint_seconds",  "total_seconds"};
+
 struct InputIdentity {
   std::string role;    // "table", "batch", ...
   std::string path;    // as the run was given it
@@ -34,7 +38,9 @@ struct RunFile {
   std::int64_t microbatches = 0;
   std::int64_t microbatch_size = 0;
   std::vector<InputIdentity> inputs;
-  std::vector<std::pair<std::string, double>> timings;  // seconds
+  // Seconds per phase. Reading keeps the phases kembed writes (timing_phases), by
+  // name: iterating a hostile file's attributes crashes HDF5 1.10 (docs/DESIGN.md).
+  std::vector<std::pair<std::string, double>> timings;
   std::string command_line_json = "[]";
   std::string configuration_json = "{}";
   std::int64_t rows = 0, cols = 0;
