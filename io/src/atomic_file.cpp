@@ -15,13 +15,6 @@
 namespace kembed::io {
 namespace {
 
-std::string folder_of(std::string const& path) {
-  auto const slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
 std::string name_of(std::string const& path) {
   auto const slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -71,6 +64,13 @@ void remove_stale_temporaries(std::string const& folder, std::string const& name
 }
 
 }  // namespace
+
+std::string folder_of(std::string const& path) {
+  auto const slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
 
 AtomicFile::AtomicFile(std::string target) : target_(std::move(target)) {
   auto const name = name_of(target_);

@@ -10,6 +10,9 @@
 
 namespace kembed::io {
 
+// The folder part of a path ("." for a bare name, "/" for a file at the root).
+std::string folder_of(std::string const& path);
+
 class AtomicFile {
  public:
   explicit AtomicFile(std::string target);  // throws IoFailure

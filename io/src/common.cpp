@@ -125,11 +125,6 @@ void check_size(std::string const& path, std::string const& name, std::int64_t r
 
 namespace {
 
-std::string folder_of(std::string const& path) {
-  auto const slash = path.rfind('/');
-  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-}
-
 char const* known_filter(H5Z_filter_t id) {
   switch (id) {
     case H5Z_FILTER_DEFLATE:
