@@ -2,11 +2,12 @@
 // timed against the machine's bound measured in the same run: a (parallel) memcpy of
 // the bytes the operation must move. One backend and thread count per process.
 //
-//   kembed-bench [--backend serial|openmp] [--threads N] [--quick] [--csv FILE]
+//   kembed-bench [--backend NAME] [--threads N] [--quick] [--csv FILE]
 //                [--rows V] [--dim d] [--positions T]   (restricts the grid to one value)
 //   kembed-bench --inputs DIR --rows V --dim d     (times one batch given as raw files,
 //                                                   for scripts/bench_torch.py)
 #include <kembed/core/synthetic.hpp>
+#include <kembed/backends.hpp>
 #include <kembed/embedding.hpp>
 #include <kembed/io/sha256.hpp>
 
@@ -280,7 +281,7 @@ int main(int argc, char** argv) {
       t = std::stoll(value());
     else {
       std::fprintf(stderr,
-                   "usage: kembed-bench [--backend serial|openmp] [--threads N] [--quick] [--csv FILE]\n"
+                   "usage: kembed-bench [--backend NAME] [--threads N] [--quick] [--csv FILE]\n"
                    "                    [--rows V] [--dim d] [--positions T]   (one value of the grid's)\n"
                    "       kembed-bench --inputs DIR --rows V --dim d --positions T [--backend ...]\n");
       return 2;
@@ -292,21 +293,25 @@ int main(int argc, char** argv) {
   char name[] = "kembed-bench";
   char* args[] = {name, nullptr};
   Kokkos::ScopeGuard guard(one, args);
-  bool const serial = backend == "serial";
-#ifndef KOKKOS_ENABLE_OPENMP
-  if (backend == "openmp") {
-    std::fprintf(stderr, "kembed-bench: built without OpenMP\n");
+  try {
+    auto const run = [&](auto space) {
+      using Space = decltype(space);
+      return dir.empty() ? grid<Space>(quick, csv, v, d, t) : inputs<Space>(dir, v, d, t);
+    };
+    // Its bound is a host memcpy: devices have kembed-device-bench.
+    return kembed::on_backend(backend, [&](auto space) -> int {
+      if constexpr (kembed::detail::Tiles<decltype(space)>::host) {
+        return run(space);
+      } else if (backend == "default") {
+        return run(Kokkos::DefaultHostExecutionSpace());
+      } else {
+        std::fprintf(stderr, "kembed-bench: measures host backends; for %s run kembed-device-bench\n",
+                     backend.c_str());
+        return 2;
+      }
+    });
+  } catch (kembed::Error const& e) {
+    std::fprintf(stderr, "kembed-bench: %s\n", e.what());
     return 2;
   }
-#endif
-  if (!dir.empty()) {
-#ifdef KOKKOS_ENABLE_OPENMP
-    if (!serial) return inputs<Kokkos::OpenMP>(dir, v, d, t);
-#endif
-    return inputs<Kokkos::Serial>(dir, v, d, t);
-  }
-#ifdef KOKKOS_ENABLE_OPENMP
-  if (!serial) return grid<Kokkos::OpenMP>(quick, csv, v, d, t);
-#endif
-  return grid<Kokkos::Serial>(quick, csv, v, d, t);
 }

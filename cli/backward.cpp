@@ -5,6 +5,7 @@
 #include "console.hpp"
 #include "paths.hpp"
 
+#include <kembed/backends.hpp>
 #include <kembed/embedding.hpp>
 #include <kembed/io/error.hpp>
 #include <kembed/io/job_files.hpp>
@@ -372,11 +373,22 @@ int forward(ForwardArgs const& args) {
   return Exit::ok;
 }
 
+// One instantiation per backend the Kokkos found was built with (kembed/backends.hpp).
+#if defined(KOKKOS_ENABLE_SERIAL)
 template int backward<Kokkos::Serial>(BackwardArgs const&);
 template int forward<Kokkos::Serial>(ForwardArgs const&);
-#ifdef KOKKOS_ENABLE_OPENMP
+#endif
+#if defined(KOKKOS_ENABLE_OPENMP)
 template int backward<Kokkos::OpenMP>(BackwardArgs const&);
 template int forward<Kokkos::OpenMP>(ForwardArgs const&);
+#endif
+#if defined(KOKKOS_ENABLE_CUDA)
+template int backward<Kokkos::Cuda>(BackwardArgs const&);
+template int forward<Kokkos::Cuda>(ForwardArgs const&);
+#endif
+#if defined(KOKKOS_ENABLE_HIP)
+template int backward<HipSpace>(BackwardArgs const&);
+template int forward<HipSpace>(ForwardArgs const&);
 #endif
 
 }  // namespace kembed::cli

@@ -2,6 +2,7 @@
 #include "commands.hpp"
 #include "console.hpp"
 
+#include <kembed/backends.hpp>
 #include <kembed/io/batch_process.hpp>
 #include <kembed/io/error.hpp>
 #include <kembed/version.hpp>
@@ -9,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
 
+#include <cctype>
 #include <cstdlib>
 #include <optional>
 
@@ -16,7 +18,17 @@ namespace {
 
 using namespace kembed::cli;
 
-// Runs f on the chosen backend; Kokkos lives only while a command needs it.
+std::string first_line(char const* text) {
+  std::string const s(text);
+  return s.substr(0, s.find('\n'));
+}
+
+std::string backend_list() {
+  std::string names;
+  for (auto const& n : kembed::backend_names()) names += (names.empty() ? "" : ", ") + n;
+  return names;
+}
+
 // Kokkos 3.4's OpenMP set-up crashes past this many threads; nobody needs more on a node.
 constexpr int max_threads = 512;
 
@@ -27,37 +39,36 @@ void check_threads(std::string const& backend, std::optional<int> given) {
   if (threads < 1 || threads > max_threads)
     throw kembed::InvalidArgument("threads", "--threads must be between 1 and " + std::to_string(max_threads) +
                                                  ", got " + std::to_string(threads));
-#ifdef KOKKOS_ENABLE_OPENMP
-  bool const serial = backend == "serial";
-#else
-  bool const serial = true;  // "default" is Serial in a build without OpenMP
-#endif
-  if (serial && threads > 1)
+  if (threads > 1 && !kembed::backend_has_threads(backend)) {
+    std::string name = backend == "default" ? std::string(Kokkos::DefaultExecutionSpace::name()) : backend;
+    for (auto& c : name) c = char(std::tolower(static_cast<unsigned char>(c)));
     throw kembed::InvalidArgument("threads", "--threads " + std::to_string(threads) + " asks for " +
-                                                 std::to_string(threads) +
-                                                 " threads, but the serial backend runs one; use --backend openmp, "
-                                                 "or leave --threads out");
+                                                 std::to_string(threads) + " threads, but the " + name + " backend " +
+                                                 (name == "serial" ? "runs one" : "takes no thread count") +
+                                                 "; use --backend openmp, or leave --threads out");
+  }
 }
 
+// Runs f on the chosen backend; Kokkos lives only while a command needs it.
 template <class F>
 int on_backend(std::string const& backend, std::optional<int> threads, F&& f) {
   check_threads(backend, threads);
+  kembed::check_backend(backend);  // before Kokkos starts
   if (threads) setenv("KOKKOS_NUM_THREADS", std::to_string(*threads).c_str(), 1);
   setenv("KOKKOS_DISABLE_WARNINGS", "1", 0);  // Kokkos prints its warnings on stdout, where results go
   int argc = 1;
   char name[] = "kembed";
   char* argv[] = {name, nullptr};
-  Kokkos::ScopeGuard guard(argc, argv);
-  if (backend == "serial") return f(Kokkos::Serial());
-#ifdef KOKKOS_ENABLE_OPENMP
-  if (backend == "openmp" || backend == "default") return f(Kokkos::OpenMP());
-#else
-  if (backend == "default") return f(Kokkos::Serial());
-  if (backend == "openmp")
-    throw kembed::InvalidArgument("backend", "this kembed was built without OpenMP (Kokkos has " +
-                                                 std::string(Kokkos::DefaultExecutionSpace::name()) + " only)");
-#endif
-  throw kembed::InvalidArgument("backend", "--backend must be serial, openmp or default, got '" + backend + "'");
+  std::optional<Kokkos::ScopeGuard> guard;
+  try {
+    guard.emplace(argc, argv);
+  } catch (std::exception const& e) {  // e.g. a CUDA build on a node without a GPU or driver
+    throw kembed::InvalidArgument(
+        "backend", "Kokkos could not start (" + first_line(e.what()) +
+                       "); on a machine without this build's device, choose a host backend with --backend (this "
+                       "build has " + backend_list() + ")");
+  }
+  return kembed::on_backend(backend, std::forward<F>(f));
 }
 
 }  // namespace
@@ -74,8 +85,9 @@ int main(int argc, char** argv) {
   std::string backend = "default";
   std::optional<int> threads;
   app.add_flag("-q,--quiet", quiet, "No progress or log lines on stderr (errors still)");
-  app.add_option("--backend", backend, "serial, openmp or default (the build's parallel backend)")
-      ->check(CLI::IsMember({"serial", "openmp", "default"}));
+  app.add_option("--backend", backend,
+                 "Kokkos backend: " + backend_list() + " (default: Kokkos' default, " +
+                     std::string(Kokkos::DefaultExecutionSpace::name()) + ")");
   app.add_option("--threads", threads,
                  "Threads for the OpenMP backend, 1 to 512 (default: OMP_NUM_THREADS or all cores)");
   app.set_version_flag("--version", std::string(KEMBED_VERSION_STRING));
