@@ -64,12 +64,12 @@ Bytes buffer(char const* label, std::size_t bytes, char fill) {
 }
 
 // One work item per thread; thread i gets [lo, hi) of n. The loops are compiled
-// as kembed's folds are (kembed::detail::run_for: AVX2 where the CPU has it).
+// as kembed's folds are (kembed::detail::run_host: AVX2 where the CPU has it).
 template <class F>
 void per_thread(char const* label, int threads, std::int64_t n, F const& f) {
   kembed::detail::HostIsa const isa = kembed::detail::host_isa();
   Kokkos::parallel_for(label, Kokkos::RangePolicy<Space>(Space(), 0, threads), [=](int i) {
-    kembed::detail::run_for(isa, [&] { f(i, n * i / threads, n * (i + 1) / threads); });
+    kembed::detail::run_host(isa, [&] { f(i, n * i / threads, n * (i + 1) / threads); });
   });
   Space().fence();
 }

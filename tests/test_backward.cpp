@@ -326,11 +326,9 @@ TEST_P(Carry, InPlaceContinuesPastAnOverflowAndTouchesOnlyItsRows) {
   TEST_EXECSPACE space;
   for (std::int64_t p = 0; p < b.positions(); p += 5) {
     std::int64_t const n = std::min<std::int64_t>(5, b.positions() - p);
-    Layer::ids64_type ids(
-        Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(b.ids.data() + p, n));
-    Layer::const_matrix_type dy(
-        Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
-            b.dy.data() + p * b.dim, n, b.dim));
+    Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> ids(b.ids.data() + p, n);
+    Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> dy(
+        b.dy.data() + p * b.dim, n, b.dim);
     layer.backward(space, Kokkos::create_mirror_view_and_copy(Layer::memory_space(), ids),
                    Kokkos::create_mirror_view_and_copy(Layer::memory_space(), dy), grad, grad);
   }

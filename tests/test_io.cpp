@@ -134,13 +134,15 @@ TEST_F(Io, LoadRowsReadsARowRange) {
   io::SaveOptions so;
   so.rows_per_chunk = 64;
   io::save_table(path("t.h5"), w.data(), config(v, d), so);
-  for (auto [first, count] :
-       {std::pair<std::int64_t, std::int64_t>{0, 1}, {63, 2}, {500, 300}, {999, 1}, {0, 1000}, {1000, 0}}) {
+  // Named arrays, not braced lists, in range-for: nvcc 11.8 cannot deduce those.
+  std::pair<std::int64_t, std::int64_t> const good[] = {{0, 1}, {63, 2}, {500, 300}, {999, 1}, {0, 1000}, {1000, 0}};
+  for (auto [first, count] : good) {
     auto const t = io::load_rows(path("t.h5"), first, count);
     EXPECT_EQ(t.first_row, first);
     EXPECT_TRUE(same_bits(t.weight, std::vector<float>(w.begin() + first * d, w.begin() + (first + count) * d)));
   }
-  for (auto [first, count] : {std::pair<std::int64_t, std::int64_t>{-1, 2}, {999, 2}, {1001, 0}, {0, -1}}) {
+  std::pair<std::int64_t, std::int64_t> const bad[] = {{-1, 2}, {999, 2}, {1001, 0}, {0, -1}};
+  for (auto [first, count] : bad) {
     try {
       io::load_rows(path("t.h5"), first, count);
       ADD_FAILURE() << "rows " << first << " + " << count << " accepted";
@@ -174,9 +176,9 @@ TEST_F(Io, ForeignFloat32DatasetsLoadInEveryLayout) {
   write_dataset(path("chunked.h5"), "/model/layer0/emb", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, w.data(), dims, {4, 5},
                 true);
   write_dataset(path("bigendian.h5"), "/emb", H5T_IEEE_F32BE, H5T_NATIVE_FLOAT, w.data(), dims, {8, 5});
-  for (auto [file, name] : {std::pair<char const*, char const*>{"contiguous.h5", "/emb"},
-                            {"chunked.h5", "model/layer0/emb"},
-                            {"bigendian.h5", "emb"}}) {
+  std::pair<char const*, char const*> const files[] = {
+      {"contiguous.h5", "/emb"}, {"chunked.h5", "model/layer0/emb"}, {"bigendian.h5", "emb"}};
+  for (auto [file, name] : files) {
     auto const t = io::read_table_dataset(path(file), name);
     EXPECT_TRUE(same_bits(t.weight, w)) << file;
     EXPECT_EQ(t.config.num_embeddings, v);
@@ -195,8 +197,8 @@ TEST_F(Io, Float64AndFloat16ConvertOnlyWhenAsked) {
   std::vector<float> w16{1.0f, 0.5f, -2.0f, 0.25f};
   write_dataset(path("f16.h5"), "/emb", half, H5T_NATIVE_FLOAT, w16.data(), {2, 2});
   H5Tclose(half);
-  for (auto [file, kind] :
-       {std::pair<char const*, char const*>{"f64.h5", "64-bit floats"}, {"f16.h5", "16-bit floats"}}) {
+  std::pair<char const*, char const*> const files[] = {{"f64.h5", "64-bit floats"}, {"f16.h5", "16-bit floats"}};
+  for (auto [file, kind] : files) {
     try {
       io::read_table_dataset(path(file), "emb");
       ADD_FAILURE() << file << " loaded without asking";

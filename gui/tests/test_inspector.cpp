@@ -230,10 +230,10 @@ TEST(HeatBands, WorkPerPaintIsBoundedAndTheBandsAreExact) {
     EXPECT_EQ(std::memcmp(whole.data(), want.data(), want.size() * sizeof(float)), 0) << "whole range";
     EXPECT_LE(read, std::int64_t{bands} * d.cols * 64) << "values read for one paint of " << rows << " rows";
     if (rows == 1000) read_small = read;
-    for (auto [first, last] : {std::pair<std::int64_t, std::int64_t>{3, 17},
-                               {rows / 3 - 5, rows / 3 + 600},
-                               {rows - 45, rows},
-                               {1, rows - 1}}) {
+    // A named array, not a braced list, in range-for: nvcc 11.8 cannot deduce those.
+    std::pair<std::int64_t, std::int64_t> const ranges[] = {
+        {3, 17}, {rows / 3 - 5, rows / 3 + 600}, {rows - 45, rows}, {1, rows - 1}};
+    for (auto [first, last] : ranges) {
       auto const got = heat_bands(d, first, last, bands);
       auto const expect = naive(d, first, last, bands);
       EXPECT_EQ(std::memcmp(got.data(), expect.data(), expect.size() * sizeof(float)), 0)
