@@ -76,8 +76,13 @@ TEST_F(Labels, KernelsAndRegionsAreNamedKembed) {
        {"kembed::forward", "kembed::check_ids", "kembed::check_finite", "kembed::backward_scan",
         "kembed::backward_sort::histogram", "kembed::backward_sort::offsets", "kembed::backward_sort::scatter",
         "kembed::backward_bucket::histogram", "kembed::backward_bucket::offsets", "kembed::backward_bucket::scatter",
-        "kembed::backward_bucket::busiest", "kembed::backward_bucket::fold", "kembed::backward_fold",
-        "kembed::backward_fold_pairwise", "kembed::backward_fast", "kembed::counts", "kembed::make_matrix"})
+        "kembed::backward_bucket::busiest", "kembed::backward_bucket::fold", "kembed::backward_fast", "kembed::counts",
+        "kembed::make_matrix"})
+    EXPECT_EQ(kernels().count(want), 1u) << "kernel never seen: " << want;
+  // The sort plan's fold: the host shape, or the device's teams with columns on lanes.
+  bool const host = detail::Tiles<TEST_EXECSPACE>::host;
+  for (char const* want : {host ? "kembed::backward_fold" : "kembed::backward_fold_teams",
+                           host ? "kembed::backward_fold_pairwise" : "kembed::backward_fold_pairwise_teams"})
     EXPECT_EQ(kernels().count(want), 1u) << "kernel never seen: " << want;
   for (char const* want : {"kembed::forward", "kembed::backward[identical,scan]", "kembed::backward[identical,sort]",
                            "kembed::backward[identical,bucket]",

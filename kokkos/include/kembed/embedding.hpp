@@ -295,9 +295,11 @@ class Embedding {
     if (plan == Plan::bucket && t >= detail::bucket_max_positions) plan = Plan::sort;
     // Which copy of the host folds runs (same bits either way); named for tools.
     // Mode fast has no copies, so no region (its KEMBED_HOST_ISA is still checked).
+    // Devices have one copy, and no such region.
     detail::HostIsa const isa = detail::Tiles<ExecutionSpace>::host ? detail::host_isa() : detail::HostIsa::baseline;
     std::optional<detail::ScopedRegion> isa_region;
-    if (config_.mode != Mode::fast) isa_region.emplace(std::string("kembed::host_isa[") + detail::name(isa) + "]");
+    if (config_.mode != Mode::fast && detail::Tiles<ExecutionSpace>::host)
+      isa_region.emplace(std::string("kembed::host_isa[") + detail::name(isa) + "]");
     bool saw_non_finite = false;
     if (config_.mode == Mode::fast) {
       detail::ScopedRegion region("kembed::backward[fast]");
@@ -312,7 +314,7 @@ class Embedding {
     } else {
       detail::ScopedRegion region(config_.mode == Mode::identical ? "kembed::backward[identical,sort]"
                                                                   : "kembed::backward[deterministic,sort]");
-      auto const index = detail::build_row_index(space, ids, v, detail::sort_chunks(concurrency, v, t));
+      auto const index = detail::build_row_index(space, ids, v);
       saw_non_finite = config_.mode == Mode::identical ? detail::fold_identical(space, index, dy, carry, grad, pad, isa)
                                                        : detail::fold_pairwise(space, index, dy, carry, grad, pad, isa);
       if (counts.data() != nullptr) detail::counts_from_offsets(space, index.offsets, counts);
@@ -325,9 +327,7 @@ class Embedding {
   void counts_impl(ExecutionSpace const& space, IdView const& ids, counts_type const& counts) const {
     detail::check_ids(space, ids, config_.num_embeddings);
     detail::ScopedRegion region("kembed::counts");
-    auto const index = detail::build_row_index(
-        space, ids, config_.num_embeddings,
-        detail::sort_chunks(space.concurrency(), config_.num_embeddings, std::int64_t(ids.extent(0))));
+    auto const index = detail::build_row_index(space, ids, config_.num_embeddings);
     detail::counts_from_offsets(space, index.offsets, counts);
   }
 

@@ -4,6 +4,8 @@
 // its column tiles; each (row, column) sum stays one thread's loop.
 #include <kembed/detail/kernel_common.hpp>
 
+#include <string>
+
 namespace kembed::detail {
 
 // The dy rows a fold reads are scattered (each row's positions, row after row), so
@@ -25,8 +27,8 @@ KOKKOS_INLINE_FUNCTION void prefetch_entry(Positions const& positions, Dy const&
 // the first, if any; the padding row's terms are read for this alone. In place, dy
 // was checked before the call and nothing is tested.
 template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad>
-bool fold_identical(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry, Grad const& grad,
-                    std::int64_t padding_idx, HostIsa isa) {
+bool fold_identical_host(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry,
+                         Grad const& grad, std::int64_t padding_idx, HostIsa isa) {
   constexpr std::int64_t tile = Tiles<ExecutionSpace>::fold;
   std::int64_t const v = grad.extent(0);
   std::int64_t const d = grad.extent(1);
@@ -75,8 +77,8 @@ bool fold_identical(ExecutionSpace const& space, Index const& index, Dy const& d
 // the newest down (older + rest). Both give the same tree, term for term. Returns
 // as fold_identical does.
 template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad>
-bool fold_pairwise(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry, Grad const& grad,
-                   std::int64_t padding_idx, HostIsa isa) {
+bool fold_pairwise_host(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry,
+                        Grad const& grad, std::int64_t padding_idx, HostIsa isa) {
   constexpr std::int64_t pairwise_tile = Tiles<ExecutionSpace>::pairwise;
   std::int64_t const v = grad.extent(0);
   std::int64_t const d = grad.extent(1);
@@ -131,6 +133,139 @@ bool fold_pairwise(ExecutionSpace const& space, Index const& index, Dy const& dy
       }); },
       Kokkos::BOr<int>(bad));
   return bad != 0;
+}
+
+// ---- the device shape: one team thread per (row, tile), columns on vector lanes ----
+//
+// A GPU reads a dy row coalesced when consecutive lanes read consecutive columns,
+// so there a tile is a warp's width of columns, one column per lane; each lane
+// folds its column over the row's whole segment in ascending position order. A hot
+// row is split across its tiles (columns), never across positions. Nothing here
+// depends on how many lanes or team threads there are: on host backends the same
+// kernel runs with one of each, which is how the tests check it without a GPU.
+
+// One column's sum: base, then each term in ascending position order (identical).
+struct AscendingSum {
+  template <class Positions, class Dy>
+  KOKKOS_INLINE_FUNCTION float operator()(Positions const& positions, Dy const& dy, std::int64_t begin,
+                                          std::int64_t end, std::int64_t c, float base) const {
+    float acc = base;
+    for (std::int64_t j = begin; j < end; ++j) acc = acc + dy(positions(j), c);
+    return acc;
+  }
+};
+
+// One column's sum in mode deterministic: base + the pairwise tree of the terms,
+// by the binary counter fold_pairwise_host describes.
+struct PairwiseSum {
+  template <class Positions, class Dy>
+  KOKKOS_INLINE_FUNCTION float operator()(Positions const& positions, Dy const& dy, std::int64_t begin,
+                                          std::int64_t end, std::int64_t c, float base) const {
+    if (begin == end) return base;
+    float stack[64];
+    int top = -1;
+    for (std::int64_t j = begin; j < end; ++j) {
+      stack[++top] = dy(positions(j), c);
+      for (std::int64_t count = j - begin + 1; (count & 1) == 0; count >>= 1) {
+        stack[top - 1] = stack[top - 1] + stack[top];
+        --top;
+      }
+    }
+    float sum = stack[top];
+    for (int level = top - 1; level >= 0; --level) sum = stack[level] + sum;
+    return base + sum;
+  }
+};
+
+// Team threads and vector lanes of the device fold; `tile` columns per item.
+struct TeamFoldShape {
+  std::int64_t tile = 32;  // columns per (row, tile) item: one per lane on a GPU
+  int threads = 4;         // items per team
+  int lanes = 32;          // vector length
+};
+
+template <class ExecutionSpace>
+TeamFoldShape team_fold_shape() {
+  if (Tiles<ExecutionSpace>::host) return {32, 1, 1};
+  return {};
+}
+
+// Folds every (row, column) with `sum`; returns as fold_identical_host does.
+template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad, class Sum>
+bool fold_teams(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry, Grad const& grad,
+                std::int64_t padding_idx, TeamFoldShape const& shape, Sum const& sum, std::string const& label) {
+  using memory_space = typename ExecutionSpace::memory_space;
+  using Policy = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+  using Member = typename Policy::member_type;
+  std::int64_t const v = grad.extent(0);
+  std::int64_t const d = grad.extent(1);
+  std::int64_t const tile = shape.tile;
+  std::int64_t const tiles = (d + tile - 1) / tile;
+  std::int64_t const items = v * tiles;
+  int const threads = shape.threads;
+  bool const has_carry = carry.data() != nullptr;
+  bool const in_place = has_carry && carry.data() == grad.data();
+  auto const offsets = index.offsets;
+  auto const positions = index.positions;
+  // Raised (atomically: it is rare) where a term or a finished sum is not finite.
+  Kokkos::View<int, memory_space> bad(Kokkos::view_alloc(space, label + "::non_finite"));
+  Kokkos::parallel_for(
+      label, Policy(space, (items + threads - 1) / threads, threads, shape.lanes),
+      KOKKOS_LAMBDA(Member const& team) {
+        std::int64_t const first = std::int64_t(team.league_rank()) * threads;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, threads), [&](int k) {
+          std::int64_t const i = first + k;
+          if (i >= items) return;
+          std::int64_t const r = i / tiles;
+          std::int64_t const c0 = (i % tiles) * tile;
+          std::int64_t const n = d - c0 < tile ? d - c0 : tile;
+          std::int64_t const begin = offsets(r), end = offsets(r + 1);
+          if (in_place && begin == end && r != padding_idx) return;  // already holds its carry
+          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, n), [&](std::int64_t lane) {
+            std::int64_t const c = c0 + lane;
+            if (r == padding_idx) {  // no sum keeps these terms: test each
+              int flag = 0;
+              for (std::int64_t j = begin; j < end; ++j) flag |= non_finite(dy(positions(j), c));
+              grad(r, c) = 0.0f;
+              if (flag) Kokkos::atomic_fetch_or(&bad(), 1);
+              return;
+            }
+            float const total = sum(positions, dy, begin, end, c, has_carry ? carry(r, c) : 0.0f);
+            grad(r, c) = total;
+            if (!in_place && end > begin && non_finite(total)) Kokkos::atomic_fetch_or(&bad(), 1);
+          });
+        });
+      });
+  int raised = 0;
+  Kokkos::deep_copy(space, raised, bad);
+  space.fence();
+  return raised != 0;
+}
+
+// The folds plan `sort` and mode `deterministic` run: the host shape on host
+// backends, the team shape on devices.
+template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad>
+bool fold_identical(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry, Grad const& grad,
+                    std::int64_t padding_idx, HostIsa isa) {
+  if constexpr (Tiles<ExecutionSpace>::host) {
+    return fold_identical_host(space, index, dy, carry, grad, padding_idx, isa);
+  } else {
+    (void)isa;
+    return fold_teams(space, index, dy, carry, grad, padding_idx, team_fold_shape<ExecutionSpace>(), AscendingSum{},
+                      "kembed::backward_fold_teams");
+  }
+}
+
+template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad>
+bool fold_pairwise(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry, Grad const& grad,
+                   std::int64_t padding_idx, HostIsa isa) {
+  if constexpr (Tiles<ExecutionSpace>::host) {
+    return fold_pairwise_host(space, index, dy, carry, grad, padding_idx, isa);
+  } else {
+    (void)isa;
+    return fold_teams(space, index, dy, carry, grad, padding_idx, team_fold_shape<ExecutionSpace>(), PairwiseSum{},
+                      "kembed::backward_fold_pairwise_teams");
+  }
 }
 
 }  // namespace kembed::detail

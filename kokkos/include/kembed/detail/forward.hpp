@@ -24,36 +24,45 @@ void forward(ExecutionSpace const& space, IdView const& ids, Table const& weight
   std::int64_t const d = weight.extent(1);
   std::int64_t const t = ids.extent(0);
   check_ids(space, ids, v);
-  if (!Tiles<ExecutionSpace>::host) {
+  if constexpr (!Tiles<ExecutionSpace>::host) {
+    // A device: one team thread per position, the row's columns on vector lanes,
+    // so a warp reads and writes a row's consecutive floats together.
+    using Policy = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+    constexpr int threads = 4, lanes = 32;
     Kokkos::parallel_for(
-        "kembed::forward", Range<ExecutionSpace>(space, 0, t), KOKKOS_LAMBDA(std::int64_t p) {
-          auto const r = static_cast<std::int64_t>(ids(p));
-          for (std::int64_t c = 0; c < d; ++c) y(p, c) = weight(r, c);
+        "kembed::forward", Policy(space, (t + threads - 1) / threads, threads, lanes),
+        KOKKOS_LAMBDA(typename Policy::member_type const& team) {
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, threads), [&](int k) {
+            std::int64_t const p = std::int64_t(team.league_rank()) * threads + k;
+            if (p >= t) return;
+            auto const r = static_cast<std::int64_t>(ids(p));
+            Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, d), [&](std::int64_t c) { y(p, c) = weight(r, c); });
+          });
         });
-    return;
-  }
-  // Host: blocks of positions; each fetches the row prefetch_rows positions ahead
-  // (the reads are random rows, which no hardware prefetcher predicts) and, for
-  // large outputs, streams its rows out and fences once per block.
-  constexpr std::int64_t block = 64, ahead = prefetch_rows;
-  bool const stream = t * d * std::int64_t(sizeof(float)) >= stream_bytes;
-  Kokkos::parallel_for(
-      "kembed::forward", Range<ExecutionSpace>(space, 0, (t + block - 1) / block), KOKKOS_LAMBDA(std::int64_t b) {
-        std::int64_t const end = (b + 1) * block < t ? (b + 1) * block : t;
-        for (std::int64_t p = b * block; p < end; ++p) {
-          if (p + ahead < t) {
-            auto const next = static_cast<std::int64_t>(ids(p + ahead));
-            for (std::int64_t c = 0; c < d; c += line_floats) prefetch(&weight(next, c));
+  } else {
+    // Host: blocks of positions; each fetches the row prefetch_rows positions ahead
+    // (the reads are random rows, which no hardware prefetcher predicts) and, for
+    // large outputs, streams its rows out and fences once per block.
+    constexpr std::int64_t block = 64, ahead = prefetch_rows;
+    bool const stream = t * d * std::int64_t(sizeof(float)) >= stream_bytes;
+    Kokkos::parallel_for(
+        "kembed::forward", Range<ExecutionSpace>(space, 0, (t + block - 1) / block), KOKKOS_LAMBDA(std::int64_t b) {
+          std::int64_t const end = (b + 1) * block < t ? (b + 1) * block : t;
+          for (std::int64_t p = b * block; p < end; ++p) {
+            if (p + ahead < t) {
+              auto const next = static_cast<std::int64_t>(ids(p + ahead));
+              for (std::int64_t c = 0; c < d; c += line_floats) prefetch(&weight(next, c));
+            }
+            float* const out = &y(p, 0);
+            float const* const row = &weight(static_cast<std::int64_t>(ids(p)), 0);
+            if (stream)
+              stream_copy(out, row, d);
+            else
+              std::memcpy(out, row, std::size_t(d) * sizeof(float));
           }
-          float* const out = &y(p, 0);
-          float const* const row = &weight(static_cast<std::int64_t>(ids(p)), 0);
-          if (stream)
-            stream_copy(out, row, d);
-          else
-            std::memcpy(out, row, std::size_t(d) * sizeof(float));
-        }
-        if (stream) stream_fence();
-      });
+          if (stream) stream_fence();
+        });
+  }
 }
 
 }  // namespace kembed::detail
