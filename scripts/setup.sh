@@ -8,10 +8,18 @@
 # Safe to re-run: installed packages, the cached Kokkos and the builds are reused.
 #
 #   scripts/setup.sh [serial|openmp|all]     (default: all)
+#   scripts/setup.sh asan|fuzz               the sanitizer builds (CI)
+#   scripts/setup.sh cuda|hip                every target for a GPU, compiled and linked
+#                                            (build/cuda, build/hip; runs on a GPU node)
+#   scripts/setup.sh none                    packages and the venv only
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-variants=${1:-all}  # serial, openmp, all, asan or fuzz
+variants=${1:-all}  # serial, openmp, all, asan, fuzz, cuda, hip or none
 log() { echo "setup: $*" >&2; }
+case $variants in
+  serial | openmp | all | asan | fuzz | cuda | hip | none) ;;
+  *) log "unknown variant '$variants': serial, openmp, all, asan, fuzz, cuda, hip or none"; exit 2 ;;
+esac
 
 packages=(cmake make g++ libtrilinos-kokkos-dev libgtest-dev libhdf5-dev hdf5-tools libcli11-dev
           qt6-base-dev libqcustomplot-dev libgl-dev fonts-dejavu-core dpkg-dev xz-utils)
@@ -68,6 +76,15 @@ if [[ $variants == asan ]]; then
 fi
 if [[ $variants == fuzz ]]; then
   configure_and_build fuzz
+fi
+if [[ $variants == cuda ]]; then
+  kokkos=$("$here/scripts/build-kokkos-cuda.sh")
+  configure_and_build cuda -DKokkos_ROOT="$kokkos" -DCMAKE_CXX_COMPILER="$kokkos/bin/kembed-cxx" \
+    -DCMAKE_BUILD_RPATH="$(cat "$kokkos/cuda-root")/lib64" -DKEMBED_PYTHON="$venv/bin/python"
+fi
+if [[ $variants == hip ]]; then
+  kokkos=$("$here/scripts/build-kokkos-hip.sh")
+  configure_and_build hip -DKokkos_ROOT="$kokkos" -DKEMBED_PYTHON="$venv/bin/python"
 fi
 if [[ $variants == all || $variants == openmp ]]; then
   kokkos=$("$here/scripts/build-kokkos-openmp.sh")

@@ -68,15 +68,16 @@ KOKKOS_INLINE_FUNCTION int non_finite(T x) {
 // every term. A sum that overflowed from finite terms is flagged as well; the
 // caller's exact pass over dy then finds nothing and refuses nothing.
 
-// Columns a thread folds together. On host backends a whole row (up to 256 columns)
-// at once: each dy row is read in one piece and each gradient row written once. On
-// devices narrower tiles keep per-thread state in registers.
+// Whether a space runs on the host (its memory is the host's), and the columns a
+// host thread folds together: a whole row (up to 256 columns) at once, so each dy
+// row is read in one piece and each gradient row written once. Devices fold in
+// teams, a column per vector lane (fold.hpp).
 template <class ExecutionSpace>
 struct Tiles {
   static constexpr bool host =
       Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecutionSpace::memory_space>::accessible;
-  static constexpr std::int64_t fold = host ? 256 : 16;
-  static constexpr std::int64_t pairwise = host ? 32 : 4;  // 64 stack levels per column
+  static constexpr std::int64_t fold = 256;
+  static constexpr std::int64_t pairwise = 32;  // 64 stack levels per column
 };
 
 // [begin, end) of part `i` out of `parts` equal parts of n, without forming i * n.
