@@ -23,10 +23,20 @@ struct Compared {
   std::vector<std::string> setting_differences;
   std::int64_t counts_differing_rows = 0;
   Comparison values;
+  std::int64_t padding_a = -1, padding_b = -1;  // the padding rows, labelled in row lists
+  // "", " (padding)" or " (padding in a)": the padding row's gradient is zero.
+  std::string padding_note(std::int64_t row) const {
+    bool const a = row == padding_a, b = row == padding_b;
+    return a && b ? " (padding)" : a ? " (padding in a)" : b ? " (padding in b)" : "";
+  }
   bool identical() const {
     return !shapes_differ && values.identical() && counts_differing_rows == 0 && setting_differences.empty();
   }
 };
+
+std::string padding_text(std::int64_t padding_idx) {
+  return padding_idx < 0 ? "none" : std::to_string(padding_idx);
+}
 
 std::uint32_t bits_of(float x) {
   std::uint32_t b;
@@ -68,10 +78,10 @@ void print_json(DiffArgs const& args, Compared const& c) {
     auto const& r = c.values.differences[i];
     std::printf(
         "%s{\"row\": %lld, \"columns\": %lld, \"max_ulp\": %lld, \"max_abs\": %s, \"a_bits\": \"%s\", \"b_bits\": "
-        "\"%s\"}",
+        "\"%s\"%s}",
         i ? ", " : "", (long long)r.row, (long long)r.columns, (long long)r.max_ulp,
         std::isinf(r.max_abs) ? "\"inf\"" : number(r.max_abs).c_str(), hex(bits_of(r.a)).c_str(),
-        hex(bits_of(r.b)).c_str());
+        hex(bits_of(r.b)).c_str(), c.padding_note(r.row).empty() ? "" : ", \"padding\": true");
   }
   std::printf("]}\n");
 }
@@ -99,9 +109,9 @@ void print_text(DiffArgs const& args, Compared const& c) {
         number(c.values.max_abs).c_str(), (long long)c.values.max_abs_row, (long long)c.values.max_abs_col);
     std::printf("  %-10s %-9s %-12s %-12s %s\n", "row", "columns", "max ULPs", "max |a-b|", "bits at the max (a / b)");
     for (auto const& r : c.values.differences)
-      std::printf("  %-10lld %-9lld %-12lld %-12s %s / %s\n", (long long)r.row, (long long)r.columns,
+      std::printf("  %-10lld %-9lld %-12lld %-12s %s / %s%s\n", (long long)r.row, (long long)r.columns,
                   (long long)r.max_ulp, number(r.max_abs).c_str(), hex(bits_of(r.a)).c_str(),
-                  hex(bits_of(r.b)).c_str());
+                  hex(bits_of(r.b)).c_str(), c.padding_note(r.row).c_str());
     if (c.values.differing_rows > std::int64_t(c.values.differences.size()))
       std::printf("  ... and %s more rows (--rows N lists more)\n",
                   with_commas(c.values.differing_rows - std::int64_t(c.values.differences.size())).c_str());
@@ -128,6 +138,10 @@ int diff(DiffArgs const& args) {
     auto const a = io::read_run(args.a, true, true);
     auto const b = io::read_run(args.b, true, true);
     c.values.rows = a.rows, c.values.cols = a.cols;
+    c.padding_a = a.padding_idx, c.padding_b = b.padding_idx;
+    if (a.padding_idx != b.padding_idx)
+      c.setting_differences.push_back("padding row: " + padding_text(a.padding_idx) + " / " +
+                                      padding_text(b.padding_idx));
     if (a.rows != b.rows || a.cols != b.cols) {
       c.shapes_differ = true;
     } else {
@@ -143,9 +157,10 @@ int diff(DiffArgs const& args) {
       c.shapes_differ = true;
     } else {
       c.values = compare(a.weight.data(), b.weight.data(), c.values.rows, c.values.cols, args.rows);
+      c.padding_a = a.config.padding_idx, c.padding_b = b.config.padding_idx;
       if (a.config.padding_idx != b.config.padding_idx)
-        c.setting_differences.push_back("padding_idx: " + std::to_string(a.config.padding_idx) + " / " +
-                                        std::to_string(b.config.padding_idx));
+        c.setting_differences.push_back("padding row: " + padding_text(a.config.padding_idx) + " / " +
+                                        padding_text(b.config.padding_idx));
       if (a.config.plan != b.config.plan)
         c.setting_differences.push_back("plan: " + std::string(to_string(a.config.plan)) + " / " +
                                         std::string(to_string(b.config.plan)));

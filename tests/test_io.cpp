@@ -406,7 +406,10 @@ TEST_F(Io, EveryBadFileIsRefusedByName) {
        "its settings are invalid: plan must be 'auto', 'scan', 'sort' or 'bucket', got 'fastest'"},
       {"padding_idx out of range",
        [](std::string const& p) { write_table_with(p, [](hid_t f) { set_int_attr(f, "padding_idx", 20); }); },
-       "padding_idx must be within [-20, 20), got 20"},
+       "its padding_idx is 20, but a kembed file stores the padding row as a row number in [0, 20) or -1 for none"},
+      {"padding_idx counted from the end (torch's spelling, never stored)",
+       [](std::string const& p) { write_table_with(p, [](hid_t f) { set_int_attr(f, "padding_idx", -2); }); },
+       "its padding_idx is -2, but a kembed file stores the padding row as a row number in [0, 20) or -1 for none"},
       {"missing attribute",
        [](std::string const& p) { write_table_with(p, [](hid_t f) { H5Adelete(f, "embedding_dim"); }); },
        "has no attribute 'embedding_dim'"},
@@ -577,6 +580,46 @@ io::RunFile sample_run() {
   run.command_line_json = io::json_array({"kembed", "backward", "--table", "a \"b\"\n"});
   run.configuration_json = "{\"microbatch\": 4096, \"plan\": \"auto\"}";
   return run;
+}
+
+// padding_idx in run files and checkpoints: written only normalised (a row in
+// [0, V) or -1 for none), and a file holding anything else is refused when read.
+TEST_F(Io, PaddingRowsAreStoredNormalisedAndNothingElseIsRead) {
+  auto run = sample_run();
+  io::Checkpoint ckpt;
+  ckpt.rows = run.rows, ckpt.cols = run.cols, ckpt.gradient = run.gradient, ckpt.counts = run.counts;
+  ckpt.plan = "auto", ckpt.numeric_mode = "identical", ckpt.microbatch_size = 7;
+  for (std::int64_t bad : {std::int64_t{-2}, -run.rows, run.rows}) {
+    run.padding_idx = ckpt.padding_idx = bad;
+    EXPECT_THROW(io::write_run(path("bad.h5"), run), InvalidArgument) << bad;
+    EXPECT_THROW(io::write_checkpoint(path("bad.ckpt"), ckpt), InvalidArgument) << bad;
+    EXPECT_FALSE(fs::exists(path("bad.h5")) || fs::exists(path("bad.ckpt"))) << "nothing written for " << bad;
+  }
+  for (std::int64_t good : {std::int64_t{-1}, std::int64_t{0}, run.rows - 1}) {
+    run.padding_idx = ckpt.padding_idx = good;
+    io::write_run(path("good.h5"), run);
+    io::write_checkpoint(path("good.ckpt"), ckpt);
+    EXPECT_EQ(io::read_run(path("good.h5")).padding_idx, good);
+    EXPECT_EQ(io::read_checkpoint(path("good.ckpt")).padding_idx, good);
+  }
+  for (auto const& file : {path("good.h5"), path("good.ckpt")}) {
+    hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    set_int_attr(f, "padding_idx", -2);
+    H5Fclose(f);
+    try {
+      if (file.find(".ckpt") != std::string::npos)
+        io::read_checkpoint(file);
+      else
+        io::read_run(file);
+      ADD_FAILURE() << file << " with padding_idx -2 was read";
+    } catch (io::FileError const& e) {
+      EXPECT_NE(std::string(e.what()).find("its padding_idx is -2, but a kembed file stores the padding row as a row "
+                                           "number in [0, " +
+                                           std::to_string(run.rows) + ") or -1 for none"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST_F(Io, RunFilesRoundTripBitForBit) {

@@ -30,6 +30,10 @@ std::string short_sha(std::string const& sha) {
 
 }  // namespace
 
+std::string padding_text(std::int64_t padding_idx) {
+  return padding_idx < 0 ? "none" : std::to_string(padding_idx);
+}
+
 Dataset load(std::string const& path) {
   Dataset d;
   d.path = path;
@@ -39,6 +43,7 @@ Dataset load(std::string const& path) {
     d.rows = run.rows, d.cols = run.cols;
     d.values = std::move(run.gradient);
     d.counts = std::move(run.counts);
+    d.padding_idx = run.padding_idx;
     d.sha256 = run.gradient_sha256;
     std::string inputs;
     auto input = [&](char const* role) {
@@ -54,7 +59,7 @@ Dataset load(std::string const& path) {
                     {"microbatch", std::to_string(run.microbatch_size)},
                     {"microbatches", std::to_string(run.microbatches)},
                     {"positions", std::to_string(run.positions)},
-                    {"padding_idx", std::to_string(run.padding_idx)},
+                    {"padding row", padding_text(run.padding_idx)},
                     {"table", input("table")},
                     {"batch", input("batch")},
                     {"gradient SHA-256", short_sha(run.gradient_sha256)},
@@ -65,7 +70,8 @@ Dataset load(std::string const& path) {
     auto table = io::load_table(path);
     d.rows = table.config.num_embeddings, d.cols = table.config.embedding_dim;
     d.values = std::move(table.weight);
-    d.provenance = {{"padding_idx", std::to_string(table.config.padding_idx)},
+    d.padding_idx = table.config.padding_idx;
+    d.provenance = {{"padding row", padding_text(table.config.padding_idx)},
                     {"plan", std::string(to_string(table.config.plan))},
                     {"numeric mode", std::string(to_string(table.config.mode))},
                     {"kembed", table.kembed_version},

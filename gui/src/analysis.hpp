@@ -16,6 +16,7 @@ struct Dataset {
   std::int64_t rows = 0, cols = 0;
   std::vector<float> values;         // the gradient (runs) or the table, row-major
   std::vector<std::int64_t> counts;  // per-row counts (runs); empty for tables
+  std::int64_t padding_idx = -1;     // the padding row (its gradient is zero), or -1 for none
   std::vector<float> row_norm;       // Euclidean norm of each row
   std::vector<float> row_max_abs;    // largest |value| of each row
   // For the heatmap: level k holds, per block of 16 * 2^k rows and per column, the
@@ -27,7 +28,11 @@ struct Dataset {
   // line up side by side.
   std::vector<std::pair<std::string, std::string>> provenance;
   bool is_run() const noexcept { return !counts.empty(); }
+  bool is_padding(std::int64_t row) const noexcept { return padding_idx >= 0 && row == padding_idx; }
 };
+
+// "none", or the padding row's number.
+std::string padding_text(std::int64_t padding_idx);
 
 // Loads a run or table file (throws kembed::Error with the file's name). The run's
 // SHA-256 is not recomputed here (see verify_sha256): first paint comes first.

@@ -10,6 +10,10 @@ QString number(double x) {
 }
 }  // namespace
 
+QString row_label(std::int64_t row, bool padding) {
+  return padding ? QString("%1 (padding)").arg(row) : QString::number(row);
+}
+
 void RowTableModel::setDataset(std::shared_ptr<Dataset const> data) {
   beginResetModel();
   data_ = std::move(data);
@@ -29,10 +33,12 @@ QVariant RowTableModel::data(QModelIndex const& index, int role) const {
   if (!data_ || !index.isValid()) return {};
   auto const r = order_[std::size_t(index.row())];
   if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
+  if (role == Qt::ToolTipRole && data_->is_padding(r))
+    return QString("the padding row: its gradient is zero, whatever its count");
   if (role != Qt::DisplayRole) return {};
   switch (index.column()) {
     case RowId:
-      return QVariant::fromValue<qlonglong>(r);
+      return row_label(r, data_->is_padding(r));
     case Count:
       return data_->counts.empty() ? QVariant() : QVariant::fromValue<qlonglong>(data_->counts[r]);
     case Norm:
@@ -78,21 +84,30 @@ int RowTableModel::viewRowOf(std::int64_t row) const {
 }
 
 QString RowTableModel::csv() const {
-  QString out = "row,count,row_norm,max_abs\n";
+  QString out = "row,count,row_norm,max_abs,note\n";
   if (!data_) return out;
   for (auto r : order_)
-    out += QString("%1,%2,%3,%4\n")
+    out += QString("%1,%2,%3,%4,%5\n")
                .arg(r)
                .arg(data_->counts.empty() ? QString() : QString::number(data_->counts[r]))
                .arg(number(data_->row_norm[r]))
-               .arg(number(data_->row_max_abs[r]));
+               .arg(number(data_->row_max_abs[r]))
+               .arg(data_->is_padding(r) ? "padding" : "");
   return out;
 }
 
-void DiffTableModel::setDiff(std::vector<RowDifference> rows) {
+void DiffTableModel::setDiff(std::vector<RowDifference> rows, std::int64_t padding_a, std::int64_t padding_b) {
   beginResetModel();
   rows_ = std::move(rows);
+  padding_a_ = padding_a, padding_b_ = padding_b;
   endResetModel();
+}
+
+QString DiffTableModel::label(std::int64_t row) const {
+  bool const a = row == padding_a_, b = row == padding_b_;
+  if (a && b) return row_label(row, true);
+  if (a || b) return QString("%1 (padding in %2)").arg(row).arg(a ? "a" : "b");
+  return QString::number(row);
 }
 
 int DiffTableModel::rowCount(QModelIndex const& parent) const {
@@ -109,7 +124,7 @@ QVariant DiffTableModel::data(QModelIndex const& index, int role) const {
   if (role != Qt::DisplayRole) return {};
   switch (index.column()) {
     case RowId:
-      return QVariant::fromValue<qlonglong>(d.row);
+      return label(d.row);
     case Columns:
       return QVariant::fromValue<qlonglong>(d.columns);
     case MaxUlp:

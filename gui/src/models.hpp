@@ -10,7 +10,11 @@
 
 namespace kembed::inspector {
 
-// Rows of a dataset: row id, count, row norm, max |value|.
+// The label a row list shows for a row id: "17", or "17 (padding)" for the
+// padding row (whose gradient is zero whatever its count).
+QString row_label(std::int64_t row, bool padding);
+
+// Rows of a dataset: row id (the padding row labelled), count, row norm, max |value|.
 class RowTableModel : public QAbstractTableModel {
   Q_OBJECT
  public:
@@ -38,7 +42,8 @@ class DiffTableModel : public QAbstractTableModel {
  public:
   enum Column { RowId, Columns, MaxUlp, MaxAbs, BitsA, BitsB, ColumnCount };
   explicit DiffTableModel(QObject* parent = nullptr) : QAbstractTableModel(parent) {}
-  void setDiff(std::vector<RowDifference> rows);
+  // The padding rows of the two datasets (-1: none), labelled in the row column.
+  void setDiff(std::vector<RowDifference> rows, std::int64_t padding_a = -1, std::int64_t padding_b = -1);
   int rowCount(QModelIndex const& parent = {}) const override;
   int columnCount(QModelIndex const& parent = {}) const override;
   QVariant data(QModelIndex const& index, int role) const override;
@@ -49,7 +54,9 @@ class DiffTableModel : public QAbstractTableModel {
   QString csv() const;
 
  private:
+  QString label(std::int64_t row) const;
   std::vector<RowDifference> rows_;
+  std::int64_t padding_a_ = -1, padding_b_ = -1;
 };
 
 }  // namespace kembed::inspector

@@ -70,6 +70,10 @@ CountsView::CountsView(QWidget* parent) : View(parent) {
   log_bins_->setChecked(true);
   log_axis_ = new QCheckBox("log scale (rows)", this);
   log_axis_->setChecked(true);
+  skip_padding_ = new QCheckBox("leave out the padding row", this);
+  skip_padding_->setToolTip("The padding row's gradient is zero whatever its count; on real text it often holds "
+                            "most positions");
+  skip_padding_->setVisible(false);
   summary_ = new QLabel(this);
   top_ = new QTableWidget(0, 4, this);
   top_->setHorizontalHeaderLabels({"Rank", "Row", "Count", "Share"});
@@ -83,12 +87,14 @@ CountsView::CountsView(QWidget* parent) : View(parent) {
   controls->addWidget(bins_);
   controls->addWidget(log_bins_);
   controls->addWidget(log_axis_);
+  controls->addWidget(skip_padding_);
   controls->addStretch();
-  controls->addWidget(summary_);
+  summary_->setWordWrap(true);  // its own line: a long one must not squeeze the row table
   auto* left = new QWidget(this);
   auto* left_layout = new QVBoxLayout(left);
   left_layout->setContentsMargins(0, 0, 0, 0);
   left_layout->addLayout(controls);
+  left_layout->addWidget(summary_);
   left_layout->addWidget(plot_, 3);
   left_layout->addWidget(new QLabel("Top rows by count", left));
   left_layout->addWidget(top_, 1);
@@ -103,11 +109,12 @@ CountsView::CountsView(QWidget* parent) : View(parent) {
   connect(bins_, qOverload<int>(&QSpinBox::valueChanged), this, &CountsView::rebuildHistogram);
   connect(log_bins_, &QCheckBox::toggled, this, &CountsView::rebuildHistogram);
   connect(log_axis_, &QCheckBox::toggled, this, &CountsView::rebuildHistogram);
+  connect(skip_padding_, &QCheckBox::toggled, this, &CountsView::rebuildHistogram);
   connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](QModelIndex const& current) {
     if (current.isValid()) emit rowPicked(model_->rowAt(current.row()));
   });
   connect(top_, &QTableWidget::cellClicked, this,
-          [this](int r, int) { emit rowPicked(top_->item(r, 1)->text().toLongLong()); });
+          [this](int r, int) { emit rowPicked(top_->item(r, 1)->data(Qt::UserRole).toLongLong()); });
 }
 
 void CountsView::setDataset(std::shared_ptr<Dataset const> data) {
@@ -123,7 +130,10 @@ void CountsView::setDataset(std::shared_ptr<Dataset const> data) {
     for (int i = 0; i < int(top.size()); ++i) {
       auto const r = top[std::size_t(i)];
       top_->setItem(i, 0, new QTableWidgetItem(QString::number(i + 1)));
-      top_->setItem(i, 1, new QTableWidgetItem(QString::number(r)));
+      auto* row = new QTableWidgetItem(row_label(r, data_->is_padding(r)));
+      row->setData(Qt::UserRole, QVariant::fromValue<qlonglong>(r));
+      if (data_->is_padding(r)) row->setToolTip("the padding row: its gradient is zero, whatever its count");
+      top_->setItem(i, 1, row);
       top_->setItem(i, 2, new QTableWidgetItem(QString::number(data_->counts[r])));
       top_->setItem(
           i, 3,
@@ -131,18 +141,40 @@ void CountsView::setDataset(std::shared_ptr<Dataset const> data) {
               QString::number(100.0 * double(data_->counts[r]) / double(std::max<std::int64_t>(total, 1)), 'f', 2) +
               " %"));
     }
-    summary_->setText(QString("%1 rows, %2 positions").arg(data_->rows).arg(total));
+    QString text = QString("%1 rows, %2 positions").arg(data_->rows).arg(total);
+    if (data_->padding_idx >= 0) {
+      auto const c = data_->counts[std::size_t(data_->padding_idx)];
+      text += QString("; row %1 is the padding row (%2 positions, %3 %; its gradient is zero)")
+                  .arg(data_->padding_idx)
+                  .arg(c)
+                  .arg(100.0 * double(c) / double(std::max<std::int64_t>(total, 1)), 0, 'f', 1);
+    }
+    summary_->setText(text);
   } else {
     summary_->setText(data_ ? "a table file has no counts" : "");
   }
+  skip_padding_->setVisible(data_ && data_->is_run() && data_->padding_idx >= 0);
+  if (!skip_padding_->isVisible()) skip_padding_->setChecked(false);
   rebuildHistogram();
+}
+
+QString CountsView::summaryText() const {
+  return summary_->text();
 }
 
 void CountsView::rebuildHistogram() {
   QVector<double> keys, values;
   QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
-  histogram_ =
-      data_ && data_->is_run() ? count_histogram(data_->counts, bins_->value(), log_bins_->isChecked()) : Histogram{};
+  histogram_ = {};
+  if (data_ && data_->is_run()) {
+    if (skip_padding_->isChecked() && data_->padding_idx >= 0) {
+      auto counts = data_->counts;
+      counts.erase(counts.begin() + std::ptrdiff_t(data_->padding_idx));
+      histogram_ = count_histogram(counts, bins_->value(), log_bins_->isChecked());
+    } else {
+      histogram_ = count_histogram(data_->counts, bins_->value(), log_bins_->isChecked());
+    }
+  }
   int const label_every = std::max<int>(1, int(histogram_.rows.size()) / 24);
   for (std::size_t i = 0; i < histogram_.rows.size(); ++i) {
     keys << double(i);
@@ -169,16 +201,28 @@ void CountsView::rebuildHistogram() {
 void CountsView::showRow(qint64 row) {
   if (!data_ || row < 0 || row >= data_->rows) return;
   select_view_row(table_, model_->viewRowOf(row));
-  // Mark the bar that holds this row's count.
+  // Mark the bar that holds this row's count (none for a padding row left out),
+  // naming the padding row.
   if (!histogram_.rows.empty() && data_->is_run()) {
-    auto const c = data_->counts[row];
-    auto const it = std::upper_bound(histogram_.lower.begin(), histogram_.lower.end(), c);
-    int const bin = int(it - histogram_.lower.begin()) - 1;
     for (int i = plot_->itemCount() - 1; i >= 0; --i) plot_->removeItem(i);
-    auto* line = new QCPItemStraightLine(plot_);
-    line->setPen(QPen(marker_red, 2));
-    line->point1->setCoords(bin, 0);
-    line->point2->setCoords(bin, 1);
+    if (!(data_->is_padding(row) && skip_padding_->isChecked())) {
+      auto const c = data_->counts[row];
+      auto const it = std::upper_bound(histogram_.lower.begin(), histogram_.lower.end(), c);
+      int const bin = int(it - histogram_.lower.begin()) - 1;
+      auto* line = new QCPItemStraightLine(plot_);
+      line->setPen(QPen(marker_red, 2));
+      line->point1->setCoords(bin, 0);
+      line->point2->setCoords(bin, 1);
+      if (data_->is_padding(row)) {
+        auto* label = new QCPItemText(plot_);
+        label->setText(QString("row %1: the padding row (gradient zero)").arg(row));
+        label->setColor(marker_red);
+        label->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+        label->position->setTypeX(QCPItemPosition::ptPlotCoords);
+        label->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+        label->position->setCoords(bin + 0.3, 0.05);
+      }
+    }
     plot_->replot();
   }
 }
@@ -385,7 +429,7 @@ void DiffView::setDatasets(std::shared_ptr<Dataset const> a, std::shared_ptr<Dat
   b_ = std::move(b);
   summary_ = a_ && b_ ? diff(*a_, *b_) : DiffSummary{};
   current_ = -1;
-  model_->setDiff(summary_.values.differences);
+  model_->setDiff(summary_.values.differences, a_ ? a_->padding_idx : -1, b_ ? b_->padding_idx : -1);
   table_->horizontalHeader()->setSortIndicator(DiffTableModel::RowId, Qt::AscendingOrder);
   verdict_->setText(verdict());
   verdict_->setStyleSheet(!(a_ && b_) ? "" : summary_.identical() ? "color: #107010;" : "color: #b00000;");

@@ -45,6 +45,11 @@ class CountsView : public View {
   QString tableCsv() const override { return model_->csv(); }
   RowTableModel* model() const { return model_; }
   Histogram const& histogram() const { return histogram_; }
+  // The padding row (named in the summary, the top rows and the row table) can be
+  // left out of the histogram: on real text it holds most positions, no gradient.
+  QCheckBox* leaveOutPadding() const { return skip_padding_; }
+  QTableWidget* topRows() const { return top_; }
+  QString summaryText() const;
  public slots:
   void showRow(qint64 row) override;
   void rebuildHistogram();
@@ -57,6 +62,7 @@ class CountsView : public View {
   QSpinBox* bins_;
   QCheckBox* log_bins_;
   QCheckBox* log_axis_;
+  QCheckBox* skip_padding_;
   QTableWidget* top_;
   QTableView* table_;
   RowTableModel* model_;

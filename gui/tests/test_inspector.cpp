@@ -11,10 +11,13 @@
 #include <hdf5.h>
 
 #include <QApplication>
+#include <QCheckBox>
 #include <QImage>
 #include <QSettings>
 #include <QTableView>
+#include <QTableWidget>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -106,7 +109,64 @@ TEST_F(Inspector, ModelsHoldTheRunFilesCountsAndSortRight) {
       ASSERT_LT(model->rowAt(r - 1), model->rowAt(r));
   model->sort(RowTableModel::RowId, Qt::AscendingOrder);
   EXPECT_EQ(model->rowAt(0), 0);
-  EXPECT_TRUE(model->csv().startsWith("row,count,row_norm,max_abs\n0,"));
+  EXPECT_TRUE(model->csv().startsWith("row,count,row_norm,max_abs,note\n0,"));
+  EXPECT_TRUE(window.countsView()->leaveOutPadding()->isHidden()) << "this run has no padding row";
+  auto const& provenance = window.datasetA()->provenance;
+  EXPECT_NE(std::find(provenance.begin(), provenance.end(), std::pair<std::string, std::string>{"padding row", "none"}),
+            provenance.end());
+}
+
+// On real text the padding row holds most positions and no gradient: wherever rows
+// are listed or ranked it is named, and the histogram can leave it out.
+TEST_F(Inspector, ThePaddingRowIsNamedWhereverRowsAreListed) {
+  auto run = io::read_run(run_file());
+  std::int64_t top = 0;
+  for (std::int64_t r = 0; r < run.rows; ++r)
+    if (run.counts[std::size_t(r)] > run.counts[std::size_t(top)]) top = r;
+  run.padding_idx = top;
+  for (std::int64_t c = 0; c < run.cols; ++c) run.gradient[std::size_t(top * run.cols + c)] = 0.0f;
+  auto const padded = work_dir() + "/padded.h5";
+  io::write_run(padded, run);
+  MainWindow window;
+  window.setQuiet(true);
+  ASSERT_TRUE(window.open(QString::fromStdString(padded), MainWindow::Slot::A)) << window.lastError().toStdString();
+  auto* counts = window.countsView();
+  QString const label = QString("%1 (padding)").arg(top);
+  EXPECT_TRUE(counts->summaryText().contains(QString("row %1 is the padding row").arg(top)))
+      << counts->summaryText().toStdString();
+  ASSERT_GE(counts->topRows()->rowCount(), 1);
+  EXPECT_EQ(counts->topRows()->item(0, 1)->text(), label) << "the top row by count is the padding row";
+  EXPECT_EQ(counts->topRows()->item(0, 1)->data(Qt::UserRole).toLongLong(), top);
+  auto* model = counts->model();
+  EXPECT_EQ(model->data(model->index(int(top), RowTableModel::RowId), Qt::DisplayRole).toString(), label);
+  EXPECT_EQ(model->data(model->index(int(top == 0), RowTableModel::RowId), Qt::DisplayRole).toString(),
+            QString::number(top == 0));
+  EXPECT_TRUE(model->csv().contains(QString("\n%1,%2,").arg(top).arg(run.counts[std::size_t(top)])));
+  EXPECT_TRUE(model->csv().contains(",padding\n"));
+  // One click leaves it out of the histogram, and one puts it back.
+  ASSERT_FALSE(counts->leaveOutPadding()->isHidden());
+  auto rows_in = [&] {
+    std::int64_t n = 0;
+    for (auto r : counts->histogram().rows) n += r;
+    return n;
+  };
+  EXPECT_EQ(rows_in(), run.rows);
+  counts->leaveOutPadding()->click();
+  EXPECT_EQ(rows_in(), run.rows - 1);
+  counts->leaveOutPadding()->click();
+  EXPECT_EQ(rows_in(), run.rows);
+  auto const& provenance = window.datasetA()->provenance;
+  EXPECT_NE(std::find(provenance.begin(), provenance.end(),
+                      std::pair<std::string, std::string>{"padding row", std::to_string(top)}),
+            provenance.end());
+  // The diff against the run without a padding row names it in its row list.
+  ASSERT_TRUE(window.open(QString::fromStdString(run_file()), MainWindow::Slot::B));
+  window.waitForChecks();
+  auto* diff = window.diffView()->model();
+  int const at = diff->viewRowOf(top);
+  ASSERT_GE(at, 0) << "the padding row differs";
+  EXPECT_EQ(diff->data(diff->index(at, DiffTableModel::RowId), Qt::DisplayRole).toString(),
+            QString("%1 (padding in a)").arg(top));
 }
 
 TEST(Histogram, BinsAreExactAndHoldEveryRowOnce) {

@@ -521,6 +521,20 @@ std::string required_string(hid_t obj, std::string const& path, char const* name
   return required(path, name, [&] { return h5::read_string(obj, name); });
 }
 
+void check_padding_to_store(char const* what, std::int64_t value, std::int64_t rows) {
+  if (value == -1 || (value >= 0 && value < rows)) return;
+  throw InvalidArgument("padding_idx", std::string(what) + " has padding_idx " + std::to_string(value) +
+                                           "; files store the padding row normalised, in [0, " +
+                                           std::to_string(rows) + "), or -1 for none (make_config normalises)");
+}
+
+std::int64_t stored_padding_idx(std::string const& path, std::int64_t value, std::int64_t rows) {
+  if (value == -1 || (value >= 0 && value < rows)) return value;
+  throw FileError(path, "", "its padding_idx is " + std::to_string(value) +
+                                ", but a kembed file stores the padding row as a row number in [0, " +
+                                std::to_string(rows) + ") or -1 for none");
+}
+
 void write_identity(hid_t root, char const* format, SaveOptions const* created_by) {
   h5::write_string(root, "format", format);
   h5::write_string(root, "kembed_version", KEMBED_VERSION_STRING);

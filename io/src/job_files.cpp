@@ -148,6 +148,7 @@ void ForwardWriter::commit() {
 // ---- checkpoints ------------------------------------------------------------------
 
 void write_checkpoint(std::string const& path, Checkpoint const& c) {
+  detail::check_padding_to_store("the checkpoint", c.padding_idx, c.rows);
   detail::writing(path, "writing the checkpoint failed, the previous one stays", [&] {
     detail::StreamingFile file(path);
     auto root = file.root();
@@ -188,6 +189,7 @@ Checkpoint read_checkpoint(std::string const& path, bool with_data) {
     c.elapsed_seconds = h5::read_double(file, "elapsed_seconds").value_or(0.0);
     c.rows = detail::required_int64(file, path, "num_embeddings");
     c.cols = detail::required_int64(file, path, "embedding_dim");
+    c.padding_idx = detail::stored_padding_idx(path, c.padding_idx, c.rows);
     if (!with_data) return c;
     auto g = detail::open_float_matrix(file, path, "/gradient", false);
     if (g.rows != c.rows || g.cols != c.cols)

@@ -90,6 +90,7 @@ void write_run(std::string const& path, RunFile const& run, SaveOptions const& o
                                      std::to_string(run.counts.size()) + " counts for shape (" +
                                      std::to_string(run.rows) + ", " + std::to_string(run.cols) + ")");
   }
+  detail::check_padding_to_store("the run", run.padding_idx, run.rows);
   auto const sha = gradient_sha256(run.gradient);
   detail::writing(path, "writing the run failed, the file is unchanged", [&] {
     detail::StreamingFile out(path);
@@ -150,6 +151,7 @@ RunFile read_run(std::string const& path, bool with_gradient, bool verify) {
     run.microbatch_size = num("microbatch_size");
     run.rows = num("num_embeddings");
     run.cols = num("embedding_dim");
+    run.padding_idx = detail::stored_padding_idx(path, run.padding_idx, run.rows);
     run.gradient_sha256 = str("gradient_sha256");
 
     auto gradient = detail::open_float_matrix(file, path, "/gradient", false);

@@ -33,7 +33,7 @@ OpenTable open_table(std::string const& path) {
   detail::check_format(t.file, path, "kembed-embedding", 1, "table");
   auto const v = detail::required_int64(t.file, path, "num_embeddings");
   auto const d = detail::required_int64(t.file, path, "embedding_dim");
-  auto const pad = detail::required_int64(t.file, path, "padding_idx");
+  auto const pad = detail::stored_padding_idx(path, detail::required_int64(t.file, path, "padding_idx"), v);
   Options o;
   if (pad != -1) o.padding_idx = pad;
   try {

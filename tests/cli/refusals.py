@@ -134,6 +134,11 @@ copy_with("t.h5", "t_external.h5", lambda f: (f.__delitem__("weight"), f.create_
 os.remove("raw.bin")
 copy_with("t.h5", "t_lzf.h5", lambda f: (f.__delitem__("weight"), f.create_dataset(
     "weight", data=np.ones((100, 8), dtype="float32"), compression="lzf")))
+# padding_idx in files: a row in [0, V) or -1 for none, never a row counted from the end.
+copy_with("t.h5", "t_pad_negative.h5", lambda f: set_attr(f, "padding_idx", np.int64(-2)))
+copy_with("t.h5", "t_pad_v.h5", lambda f: set_attr(f, "padding_idx", np.int64(100)))
+copy_with("r.h5", "r_pad_negative.h5", lambda f: set_attr(f, "padding_idx", np.int64(-100)))
+copy_with("ckpt.h5", "ckpt_pad_negative.h5", lambda f: set_attr(f, "padding_idx", np.int64(-3)))
 # A 4 KB batch that declares 2^40 positions: one chunk stored, the rest would read as zeros.
 with h5py.File("b_huge.h5", "w") as f:
     f.create_dataset("ids", shape=(2 ** 40,), dtype="int64", chunks=(1024,))[:1024] = 1
@@ -226,6 +231,28 @@ cases = [
     ("backward: external table data missing",
      ["backward", "--table", "t_external.h5", "--batch", "b.h5", "--out", "x.h5"], 2,
      r"keeps its data in the external file raw.bin, which is missing"),
+    # padding_idx: torch's rule where it is given, the file's rule where it is stored
+    ("backward: table's padding_idx is -2", ["backward", "--table", "t_pad_negative.h5", "--batch", "b.h5", "--out",
+                                             "x.h5"], 2,
+     r"t_pad_negative.h5: its padding_idx is -2, but a kembed file stores the padding row as a row number in "
+     r"\[0, 100\) or -1 for none"),
+    ("backward: table's padding_idx is V", ["backward", "--table", "t_pad_v.h5", "--batch", "b.h5", "--out",
+                                            "x.h5"], 2, r"t_pad_v.h5: its padding_idx is 100, but"),
+    ("info: run's padding_idx is -V", ["info", "r_pad_negative.h5"], 2,
+     r"r_pad_negative.h5: its padding_idx is -100, but a kembed file stores"),
+    ("diff: run's padding_idx is -V", ["diff", "r.h5", "r_pad_negative.h5"], 2, r"its padding_idx is -100"),
+    ("backward: checkpoint's padding_idx is -3", B + ["--out", "x.h5", "--checkpoint", "ckpt_pad_negative.h5",
+                                                      "--resume"], 2,
+     r"ckpt_pad_negative.h5: its padding_idx is -3, but a kembed file stores"),
+    ("backward: --padding-idx V", B + ["--out", "x.h5", "--padding-idx", "100"], 2,
+     r"padding_idx must be within \[-100, 100\), got 100"),
+    ("backward: --padding-idx -V-1", B + ["--out", "x.h5", "--padding-idx", "-101"], 2, r"got -101"),
+    ("backward: --padding-idx with --no-padding", B + ["--out", "x.h5", "--padding-idx", "3", "--no-padding"], 2,
+     r"--no-padding excludes --padding-idx|--padding-idx excludes --no-padding"),
+    ("make-table: --padding-idx V", ["make-table", "--out", "x.h5", "--rows", "10", "--dim", "2",
+                                     "--padding-idx", "10"], 2, r"padding_idx must be within \[-10, 10\), got 10"),
+    ("import: --padding-idx -V-1", ["import", "foreign.h5", "--dataset", "model/emb", "--out", "x.h5",
+                                    "--padding-idx", "-51"], 2, r"padding_idx must be within \[-50, 50\), got -51"),
     # 10. threads
     ("threads above the range", ["--threads", "513"] + B + ["--out", "x.h5"], 2,
      r"--threads must be between 1 and 512, got 513"),
@@ -295,6 +322,42 @@ before = snapshot()
 status, out = run("-q", "import", "foreign.h5", "--dataset", "/model/emb", "--out", "imported.h5")
 check("import: a float32 dataset", status, out, 0, r"table: +imported.h5 \(50 x 8, from foreign.h5:/model/emb\)",
       before, allowed={"imported.h5"})
+
+# Every spelling of a padding row that is accepted, and what the files then store.
+def stored_padding(path):
+    with h5py.File(path) as f:
+        return int(f.attrs["padding_idx"])
+
+
+spellings = [  # (command, file written, padding_idx it must store)
+    (["make-table", "--out", "tp_none.h5", "--rows", "100", "--dim", "8"], "tp_none.h5", -1),
+    (["make-table", "--out", "tp_last.h5", "--rows", "100", "--dim", "8", "--padding-idx", "-1"], "tp_last.h5", 99),
+    (["make-table", "--out", "tp_first.h5", "--rows", "100", "--dim", "8", "--padding-idx", "-100"], "tp_first.h5",
+     0),
+    (["make-table", "--out", "tp_5.h5", "--rows", "100", "--dim", "8", "--padding-idx", "5"], "tp_5.h5", 5),
+    (["import", "foreign.h5", "--dataset", "model/emb", "--out", "ti_last.h5", "--padding-idx", "-1"], "ti_last.h5",
+     49),
+    (B[:2] + ["tp_5.h5"] + B[3:] + ["--out", "rp_table.h5"], "rp_table.h5", 5),  # the table file's
+    (B[:2] + ["tp_5.h5"] + B[3:] + ["--out", "rp_none.h5", "--no-padding"], "rp_none.h5", -1),
+    (B + ["--out", "rp_last.h5", "--padding-idx", "-1"], "rp_last.h5", 99),
+    (B + ["--out", "rp_ckpt.h5", "--padding-idx", "-2", "--checkpoint-every", "1000", "--checkpoint",
+          "rp_ckpt.h5.ck"], "rp_ckpt.h5", 98),
+]
+for args, written, want in spellings:
+    before = snapshot()
+    status, out = run("-q", *args)
+    check(f"padding spelling: {' '.join(args[:1] + args[-2:])}", status, out, 0, r".*", before,
+          allowed={written, written + ".ck"})
+    if status == 0 and stored_padding(written) != want:
+        failures += 1
+        print(f"FAIL {written} stores padding_idx {stored_padding(written)}, want {want}")
+# info and diff name the padding row.
+before = snapshot()
+status, out = run("info", "rp_last.h5")
+check("info names the padding row", status, out, 0, r"padding +row 99 is the padding row", before)
+status, out = run("diff", "rp_last.h5", "rp_none.h5")
+check("diff says the padding rows differ and labels the row", status, out, 1,
+      r"setting padding row: 99 / none.*99 .*\(padding in a\)", before)
 
 # 11. a file open for writing elsewhere is locked, and is said to be.
 holder = subprocess.Popen([sys.executable, "-c", "import h5py, sys, time\n"
