@@ -237,14 +237,19 @@ int backward(BackwardArgs const& args) {
     read_block(batch, args.batch, position, n_block, v, ids_h, &dy_h, &counts);
     read_s += since(t0);
     t0 = clock_type::now();
-    for (std::int64_t k = 0; k < n_block; k += args.microbatch) {
-      std::int64_t const n = std::min(args.microbatch, n_block - k);
+    // In mode deterministic each row's tree depends on the split, so --microbatch is
+    // the size of each call. Otherwise the bits do not depend on it and the block is
+    // folded in one call: with thousands of small calls, OpenMP's idle threads spin
+    // between kernels and on a busy machine cost more than the folds (docs/PERFORMANCE.md).
+    std::int64_t const call = layer.mode() == Mode::deterministic ? args.microbatch : n_block;
+    for (std::int64_t k = 0; k < n_block; k += call) {
+      std::int64_t const n = std::min(call, n_block - k);
       Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> ids_v(ids_h.data() + k, n);
       Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> dy_v(
           dy_h.data() + k * d, n, d);
       layer.backward(space, Kokkos::create_mirror_view_and_copy(typename Space::memory_space(), ids_v),
                      Kokkos::create_mirror_view_and_copy(typename Space::memory_space(), dy_v), grad, grad);
-      ++microbatches;
+      microbatches += (n + args.microbatch - 1) / args.microbatch;  // as the split would have had
     }
     space.fence();
     backward_s += since(t0);

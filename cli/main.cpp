@@ -10,8 +10,10 @@
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
 
+#include <unistd.h>
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 
 namespace {
@@ -71,9 +73,30 @@ int on_backend(std::string const& backend, std::optional<int> threads, F&& f) {
   return kembed::on_backend(backend, std::forward<F>(f));
 }
 
+// OpenMP's idle threads spin while the job reads, hashes and writes, and between
+// its kernels; on a busy machine that spinning takes the cores the job and the other
+// work need (the bundled job at --microbatch 97 beside 4 busy loops: 0.38 s active,
+// 0.12 s passive, docs/PERFORMANCE.md). The OpenMP runtime reads OMP_WAIT_POLICY when
+// it loads, before main, so a job that may use OpenMP re-executes itself once with
+// the policy set, unless the user chose one.
+void prefer_passive_waiting(int argc, char** argv) {
+#ifdef KOKKOS_ENABLE_OPENMP
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  bool job = false;
+  for (int i = 1; i < argc; ++i) job = job || !std::strcmp(argv[i], "backward") || !std::strcmp(argv[i], "forward");
+  if (!job) return;
+  setenv("OMP_WAIT_POLICY", "passive", 1);
+  execv("/proc/self/exe", argv);  // the same process (pid), argv and environment but this
+  // Only if that failed: go on with the runtime's default policy.
+#else
+  (void)argc, (void)argv;
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  prefer_passive_waiting(argc, argv);
   kembed::io::set_up_batch_process();  // a file-size limit is an I/O failure (exit 3), not a kill
   CLI::App app{
       "kembed: reproducible embedding tables. Exit status: 0 success, 1 differ (diff), 2 bad input, "
@@ -97,13 +120,16 @@ int main(int argc, char** argv) {
   backward->add_option("--table", bw.table, "Table file (kembed-embedding-1)")->required();
   backward->add_option("--batch", bw.batch, "Batch file: ids (T,) and dy (T, d)")->required();
   backward->add_option("--out", bw.out, "Run file to write (kembed-run-1)")->required();
-  backward->add_option("--microbatch", bw.microbatch, "Positions per backward call; the bits do not depend on it")
+  backward->add_option("--microbatch", bw.microbatch,
+                       "Positions per backward call in mode deterministic, whose sums depend on the split; "
+                       "other modes fold each block read (64 Ki positions or more) in one call: their bits do not")
       ->capture_default_str();
   backward->add_option("--plan", bw.plan, "scan, sort, bucket or auto (default: the table file's)");
   backward->add_option("--mode", bw.mode, "identical, deterministic or fast (default: the table file's)");
-  backward->add_option("--padding-idx", bw.padding_idx,
-                       "Padding row, negative from the end (default: the table file's)");
-  backward->add_flag("--no-padding", bw.no_padding, "No padding row, whatever the table file says");
+  auto* padding = backward->add_option("--padding-idx", bw.padding_idx,
+                                       "Padding row as torch takes it: negative counts from the end, -1 is row V-1 "
+                                       "(default: the table file's)");
+  backward->add_flag("--no-padding", bw.no_padding, "No padding row, whatever the table file says")->excludes(padding);
   backward->add_option("--ids-dataset", bw.ids_dataset, "Dataset of ids in the batch file")->capture_default_str();
   backward->add_option("--dy-dataset", bw.dy_dataset, "Dataset of dy in the batch file")->capture_default_str();
   backward->add_option("--checkpoint-every", bw.checkpoint_every, "Write a checkpoint every N positions (0: never)")
@@ -154,7 +180,9 @@ int main(int argc, char** argv) {
   make_table_cmd->add_option("--rows", mt.rows, "num_embeddings")->required();
   make_table_cmd->add_option("--dim", mt.dim, "embedding_dim")->required();
   make_table_cmd->add_option("--seed", mt.seed, "Seed")->capture_default_str();
-  make_table_cmd->add_option("--padding-idx", mt.padding_idx, "Padding row");
+  make_table_cmd->add_option("--padding-idx", mt.padding_idx,
+                              "Padding row as torch takes it: negative counts from the end, -1 is row V-1 "
+                              "(default: none)");
   make_table_cmd->add_option("--plan", mt.plan, "Plan stored in the file")->capture_default_str();
   make_table_cmd->add_option("--mode", mt.mode, "Numeric mode stored in the file")->capture_default_str();
 
@@ -166,7 +194,9 @@ int main(int argc, char** argv) {
   import_cmd->add_option("--out", im.out, "Table file to write (kembed-embedding-1)")->required();
   import_cmd->add_flag("--convert", im.convert,
                        "Round float64 or float16 values to the nearest float32 (values that do not fit are refused)");
-  import_cmd->add_option("--padding-idx", im.padding_idx, "Padding row, negative from the end");
+  import_cmd->add_option("--padding-idx", im.padding_idx,
+                          "Padding row as torch takes it: negative counts from the end, -1 is row V-1 "
+                          "(default: none)");
   import_cmd->add_option("--plan", im.plan, "Plan stored in the file")->capture_default_str();
   import_cmd->add_option("--mode", im.mode, "Numeric mode stored in the file")->capture_default_str();
   import_cmd->add_flag("--deflate", im.deflate, "Compress the table file (shuffle + deflate)");
