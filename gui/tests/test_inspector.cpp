@@ -7,6 +7,7 @@
 #include <kembed/io/run_file.hpp>
 
 #include <gtest/gtest.h>
+#include <qcustomplot.h>
 
 #include <hdf5.h>
 
@@ -155,6 +156,12 @@ TEST_F(Inspector, ThePaddingRowIsNamedWhereverRowsAreListed) {
   EXPECT_EQ(rows_in(), run.rows - 1);
   counts->leaveOutPadding()->click();
   EXPECT_EQ(rows_in(), run.rows);
+  // Picking it marks its bar and says what it is.
+  counts->showRow(top);
+  ASSERT_EQ(counts->plot()->itemCount(), 2);
+  auto* marker_text = qobject_cast<QCPItemText*>(counts->plot()->item(1));
+  ASSERT_NE(marker_text, nullptr);
+  EXPECT_TRUE(marker_text->text().contains("the padding row")) << marker_text->text().toStdString();
   auto const& provenance = window.datasetA()->provenance;
   EXPECT_NE(std::find(provenance.begin(), provenance.end(),
                       std::pair<std::string, std::string>{"padding row", std::to_string(top)}),
