@@ -1,0 +1,328 @@
+#pragma once
+// kembed::mpi::ShardedEmbedding: the table's rows sharded over the ranks of an MPI
+// communicator, each rank owning one contiguous range, in rank order. Each rank
+// passes its own slab of a batch's positions (slabs contiguous, in rank order);
+// every (position, id, dy row) goes to the owner of its row, and owners fold what
+// they receive with the one-process kernels. Received in source-rank order, each
+// row's terms arrive in ascending global position order, so in mode `identical` a
+// rank's rows are the one-process gradient's bit for bit, for any number of ranks
+// and any slab split; in mode `deterministic` too, when every call is one global
+// microbatch (the ranks' slabs of the same range of global positions).
+#include <kembed/core/validate.hpp>
+#include <kembed/embedding.hpp>
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kembed::mpi {
+
+// Rows [begin, end) of a table of `rows` rows that rank `rank` of `ranks` owns.
+struct RowRange {
+  std::int64_t begin = 0, end = 0;
+  std::int64_t size() const noexcept { return end - begin; }
+};
+inline RowRange rows_of(std::int64_t rows, int ranks, int rank) {
+  auto const at = [&](int r) { return rows / ranks * r + std::min<std::int64_t>(r, rows % ranks); };
+  return {at(rank), at(rank + 1)};
+}
+
+namespace detail {
+
+inline void check(int status, char const* what) {
+  if (status != MPI_SUCCESS)
+    throw Error("mpi", std::string(what) + " failed (MPI error " + std::to_string(status) + ")");
+}
+
+// The global position of this rank's first position, and the batch's total.
+inline std::pair<std::int64_t, std::int64_t> slab_offset(MPI_Comm comm, std::int64_t local) {
+  std::int64_t offset = 0, total = 0;
+  check(MPI_Exscan(&local, &offset, 1, MPI_INT64_T, MPI_SUM, comm), "MPI_Exscan");
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  if (rank == 0) offset = 0;  // MPI leaves rank 0's result undefined
+  check(MPI_Allreduce(&local, &total, 1, MPI_INT64_T, MPI_SUM, comm), "MPI_Allreduce");
+  return {offset, total};
+}
+
+// The smallest `value` over the ranks, and the value of `payload` on the rank that
+// holds it (the lowest such rank): so every rank reports the same first offender.
+template <class Payload>
+std::pair<std::int64_t, Payload> first_over_ranks(MPI_Comm comm, std::int64_t value, Payload payload,
+                                                  MPI_Datatype type) {
+  std::int64_t lowest = value;
+  check(MPI_Allreduce(&value, &lowest, 1, MPI_INT64_T, MPI_MIN, comm), "MPI_Allreduce");
+  int rank = 0, holder = 0;
+  MPI_Comm_rank(comm, &rank);
+  int const mine = value == lowest ? rank : INT32_MAX;
+  check(MPI_Allreduce(&mine, &holder, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  check(MPI_Bcast(&payload, 1, type, holder, comm), "MPI_Bcast");
+  return {lowest, payload};
+}
+
+}  // namespace detail
+
+template <class ExecutionSpace = Kokkos::DefaultExecutionSpace>
+class ShardedEmbedding {
+ public:
+  using Local = Embedding<ExecutionSpace>;
+  using memory_space = typename Local::memory_space;
+  using matrix_type = typename Local::matrix_type;
+  using counts_type = typename Local::counts_type;
+
+  // Collective. `local_rows` holds this rank's rows of the (V, d) table
+  // (rows_of(V, ranks, rank)), row-major. Options are the one-process layer's; the
+  // padding row, given in [-V, V) as there, is folded (to zero) by its owner.
+  ShardedEmbedding(MPI_Comm comm, ExecutionSpace const& space, std::int64_t num_embeddings, std::int64_t embedding_dim,
+                   FloatsRef const& local_rows, Options const& options = {})
+      : comm_(comm), space_(space), config_(make_config(num_embeddings, embedding_dim, options)) {
+    MPI_Comm_size(comm_, &ranks_);
+    MPI_Comm_rank(comm_, &rank_);
+    rows_ = rows_of(num_embeddings, ranks_, rank_);
+    for (int r = 0; r < ranks_; ++r) starts_.push_back(rows_of(num_embeddings, ranks_, r).begin);
+    starts_.push_back(num_embeddings);
+    // A bad shard on any rank stops every rank, with that rank's message.
+    std::string error;
+    try {
+      check_table_shape("local_rows", local_rows.shape, rows_.size(), embedding_dim);
+      if (rows_.size() > 0) {
+        Options local = options;
+        local.padding_idx.reset();
+        if (config_.has_padding() && config_.padding_idx >= rows_.begin && config_.padding_idx < rows_.end)
+          local.padding_idx = config_.padding_idx - rows_.begin;
+        layer_.emplace(space, rows_.size(), embedding_dim, local_rows, local);
+      }
+    } catch (Error const& e) {
+      error = std::string(e.what()).substr(8);  // without "kembed: "
+    }
+    agree_on(error);
+  }
+
+  RowRange rows() const noexcept { return rows_; }
+  Config const& config() const noexcept { return config_; }
+  int ranks() const noexcept { return ranks_; }
+
+  // Collective. The backward of this rank's slab of positions (ids of global rows,
+  // dy (t, d) row-major, both on the host): writes this rank's rows of the gradient
+  // into `grad` (rows().size() x d, in the space's memory), continuing what `grad`
+  // holds when `accumulate` (a carry in place), and this call's counts of its rows
+  // into `counts` if given. Ids out of range or non-finite dy on any rank stop every
+  // rank with the one-process error, naming the global position; nothing is written.
+  void backward(IdsRef const& ids, FloatsRef const& dy, matrix_type const& grad, bool accumulate,
+                counts_type const& counts = {}) const {
+    auto const d = config_.embedding_dim;
+    std::string error;
+    std::int64_t t = 0;
+    try {
+      t = slab_size(ids.shape());  // a rank's slab may be empty; the batch may not
+      if (dy.shape != ids.shape().appended(d))
+        throw InvalidArgument("dy", "dy has shape " + dy.shape.str() + ", want " + ids.shape().appended(d).str() +
+                                        " (ids.shape + (embedding_dim,))");
+      if (t > 0 && (!ids.data() || !dy.data)) throw InvalidArgument("ids", "ids or dy has no data (a null pointer)");
+      if (std::int64_t(grad.extent(0)) != rows_.size() || std::int64_t(grad.extent(1)) != d)
+        throw InvalidArgument(
+            "grad", "grad must be this rank's rows: (" + std::to_string(rows_.size()) + ", " + std::to_string(d) + ")");
+    } catch (Error const& e) {
+      error = std::string(e.what()).substr(8);  // without "kembed: "
+    }
+    auto const global = checked_slab(ids, dy.data, error);
+
+    // Positions to their rows' owners, in ascending position order per owner.
+    auto const route = route_of(global);
+    auto recv_ids = exchange_ids(route, global);
+    std::int64_t const received = route.received;
+    std::vector<float> send_dy(static_cast<std::size_t>(t * d)), recv_dy(static_cast<std::size_t>(received * d));
+    for (std::int64_t p = 0; p < t; ++p)
+      std::copy_n(dy.data + p * d, d, send_dy.data() + route.slot[std::size_t(p)] * d);
+    exchange_rows(send_dy, route.send_rows, route.send_at, recv_dy, route.recv_rows, route.recv_at, "dy");
+    // Ids and dy were checked on every rank, so this fails only as the one-process
+    // layer would fail on its own (out of memory); still, every rank hears of it.
+    try {
+      if (layer_) fold(recv_ids, recv_dy, received, grad, accumulate, counts);  // a rank without rows gets nothing
+    } catch (Error const& e) {
+      error = std::string(e.what()).substr(8);
+    }
+    agree_on(error);
+  }
+
+  // Collective. The forward of this rank's positions: each id is sent to its row's
+  // owner and the row comes back; returns (t, d) floats in this rank's order.
+  std::vector<float> forward(IdsRef const& ids) const {
+    auto const d = config_.embedding_dim;
+    std::string error;
+    std::int64_t t = 0;
+    try {
+      t = slab_size(ids.shape());
+      if (t > 0 && !ids.data()) throw InvalidArgument("ids", "ids has no data (a null pointer)");
+    } catch (Error const& e) {
+      error = std::string(e.what()).substr(8);  // without "kembed: "
+    }
+    auto const global = checked_slab(ids, nullptr, error);
+    auto const route = route_of(global);
+    auto recv_ids = exchange_ids(route, global);
+    std::int64_t const received = route.received;
+    std::vector<float> rows(static_cast<std::size_t>(received * d));
+    try {
+      if (layer_ && received > 0) {
+        for (auto& id : recv_ids) id -= rows_.begin;
+        rows = layer_->forward(IdsRef(recv_ids));
+      }
+    } catch (Error const& e) {
+      error = std::string(e.what()).substr(8);
+    }
+    agree_on(error);
+    std::vector<float> back(static_cast<std::size_t>(t * d)), y(static_cast<std::size_t>(t * d));
+    exchange_rows(rows, route.recv_rows, route.recv_at, back, route.send_rows, route.send_at, "rows");
+    for (std::int64_t p = 0; p < t; ++p) std::copy_n(back.data() + route.slot[std::size_t(p)] * d, d, y.data() + p * d);
+    return y;
+  }
+
+ private:
+  // After every rank's shape checks (`error` is this rank's), the ids and dy checks
+  // over all ranks; returns this rank's ids as int64.
+  std::vector<std::int64_t> checked_slab(IdsRef const& ids, float const* dy, std::string const& error) const {
+    agree_on(error);
+    std::int64_t const t = slab_size(ids.shape());
+    auto const [offset, total] = detail::slab_offset(comm_, t);
+    if (total < 1) throw InvalidArgument("ids", "the batch has no positions on any rank; want at least one id");
+    std::vector<std::int64_t> global(static_cast<std::size_t>(t));
+    for (std::int64_t p = 0; p < t; ++p) global[std::size_t(p)] = ids.at(p);
+    check_ids_and_dy(global, dy, offset);
+    return global;
+  }
+
+  // Where this rank's positions go: each to its row's owner, at `slot` in the send
+  // buffer (owners in rank order, positions ascending within each), and how many
+  // rows each rank sends and receives (one MPI_Alltoall).
+  struct Route {
+    std::vector<int> send_rows, recv_rows, send_at, recv_at;
+    std::vector<std::int64_t> slot;
+    std::int64_t received = 0;
+  };
+  Route route_of(std::vector<std::int64_t> const& global) const {
+    Route r;
+    r.send_rows.assign(std::size_t(ranks_), 0);
+    r.recv_rows.assign(std::size_t(ranks_), 0);
+    std::vector<int> owner(global.size());
+    for (std::size_t p = 0; p < global.size(); ++p) ++r.send_rows[std::size_t(owner[p] = owner_of(global[p]))];
+    detail::check(MPI_Alltoall(r.send_rows.data(), 1, MPI_INT, r.recv_rows.data(), 1, MPI_INT, comm_), "MPI_Alltoall");
+    r.send_at = displacements(r.send_rows);
+    r.recv_at = displacements(r.recv_rows);
+    r.received = std::int64_t(r.recv_at.back()) + r.recv_rows.back();
+    auto next = r.send_at;
+    r.slot.resize(global.size());
+    for (std::size_t p = 0; p < global.size(); ++p) r.slot[p] = next[std::size_t(owner[p])]++;
+    return r;
+  }
+
+  // The ids, to their owners (received in source-rank order).
+  std::vector<std::int64_t> exchange_ids(Route const& r, std::vector<std::int64_t> const& global) const {
+    std::vector<std::int64_t> send(global.size()), recv(static_cast<std::size_t>(r.received));
+    for (std::size_t p = 0; p < global.size(); ++p) send[std::size_t(r.slot[p])] = global[p];
+    detail::check(MPI_Alltoallv(send.data(), r.send_rows.data(), r.send_at.data(), MPI_INT64_T, recv.data(),
+                                r.recv_rows.data(), r.recv_at.data(), MPI_INT64_T, comm_),
+                  "MPI_Alltoallv (ids)");
+    return recv;
+  }
+
+  // Rows of embedding_dim floats, counted in rows (so counts stay ints for any d).
+  void exchange_rows(std::vector<float> const& send, std::vector<int> const& send_rows, std::vector<int> const& send_at,
+                     std::vector<float>& recv, std::vector<int> const& recv_rows, std::vector<int> const& recv_at,
+                     char const* what) const {
+    MPI_Datatype row;
+    detail::check(MPI_Type_contiguous(int(config_.embedding_dim), MPI_FLOAT, &row), "MPI_Type_contiguous");
+    MPI_Type_commit(&row);
+    int const status = MPI_Alltoallv(send.data(), send_rows.data(), send_at.data(), row, recv.data(), recv_rows.data(),
+                                     recv_at.data(), row, comm_);
+    MPI_Type_free(&row);
+    detail::check(status, (std::string("MPI_Alltoallv (") + what + ")").c_str());
+  }
+
+  // The owner's part: what it received, in ascending global position order per row.
+  void fold(std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy, std::int64_t received,
+            matrix_type const& grad, bool accumulate, counts_type const& counts) const {
+    auto const d = config_.embedding_dim;
+    if (received == 0) {  // no term for this rank's rows in this call
+      if (!accumulate) Kokkos::deep_copy(space_, grad, 0.0f);
+      if (counts.data() != nullptr) Kokkos::deep_copy(space_, counts, std::int64_t{0});
+      space_.fence();
+      return;
+    }
+    for (auto& id : recv_ids) id -= rows_.begin;
+    Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> ids_h(recv_ids.data(),
+                                                                                        recv_ids.size());
+    Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> dy_h(recv_dy.data(),
+                                                                                                      received, d);
+    typename Local::ids64_type const ids_d = Kokkos::create_mirror_view_and_copy(memory_space(), ids_h);
+    typename Local::const_matrix_type const dy_d = Kokkos::create_mirror_view_and_copy(memory_space(), dy_h);
+    layer_->backward(space_, ids_d, dy_d, grad,
+                     accumulate ? typename Local::const_matrix_type(grad) : typename Local::const_matrix_type(),
+                     counts);
+    space_.fence();
+  }
+
+  static std::int64_t slab_size(Shape const& shape) {
+    if (shape.rank() == 1 && shape[0] == 0) return 0;
+    return shape.numel("ids");
+  }
+
+  // Every rank throws the first rank's error, or none does.
+  void agree_on(std::string const& error) const {
+    int const bad = error.empty() ? INT32_MAX : rank_;
+    int first = INT32_MAX;
+    detail::check(MPI_Allreduce(&bad, &first, 1, MPI_INT, MPI_MIN, comm_), "MPI_Allreduce");
+    if (first == INT32_MAX) return;
+    std::int64_t length = first == rank_ ? std::int64_t(error.size()) : 0;
+    detail::check(MPI_Bcast(&length, 1, MPI_INT64_T, first, comm_), "MPI_Bcast");
+    std::string message = first == rank_ ? error : std::string(std::size_t(length), ' ');
+    detail::check(MPI_Bcast(message.data(), int(length), MPI_CHAR, first, comm_), "MPI_Bcast");
+    throw InvalidArgument("rank " + std::to_string(first), message);
+  }
+
+  // The first id out of range, then the first non-finite dy, over every rank's
+  // slab: each rank throws the one-process error for the same global position.
+  void check_ids_and_dy(std::vector<std::int64_t> const& global, float const* dy, std::int64_t offset) const {
+    auto const v = config_.num_embeddings, d = config_.embedding_dim;
+    std::int64_t bad = INT64_MAX, value = 0;
+    for (std::size_t p = 0; p < global.size(); ++p)
+      if (global[p] < 0 || global[p] >= v) {
+        bad = offset + std::int64_t(p), value = global[p];
+        break;
+      }
+    auto const [at, id] = detail::first_over_ranks(comm_, bad, value, MPI_INT64_T);
+    if (at != INT64_MAX) throw_id_out_of_range("ids", at, id, v);
+    if (!dy) return;
+    std::int64_t index = INT64_MAX;
+    float x = 0;
+    for (std::int64_t i = 0; i < std::int64_t(global.size()) * d; ++i)
+      if (!(dy[i] - dy[i] == 0.0f)) {
+        index = offset * d + i, x = dy[i];
+        break;
+      }
+    auto const [where, what] = detail::first_over_ranks(comm_, index, x, MPI_FLOAT);
+    if (where != INT64_MAX) throw_non_finite("dy", where, what, d, "position");
+  }
+
+  int owner_of(std::int64_t row) const {
+    return int(std::upper_bound(starts_.begin(), starts_.end() - 1, row) - starts_.begin()) - 1;
+  }
+  static std::vector<int> displacements(std::vector<int> const& counts) {
+    std::vector<int> at(counts.size(), 0);
+    for (std::size_t i = 1; i < counts.size(); ++i) at[i] = at[i - 1] + counts[i - 1];
+    return at;
+  }
+
+  MPI_Comm comm_;
+  ExecutionSpace space_;
+  Config config_;
+  int ranks_ = 1, rank_ = 0;
+  RowRange rows_;
+  std::vector<std::int64_t> starts_;  // starts_[r]: rank r's first row; starts_[ranks]: V
+  std::optional<Local> layer_;
+};
+
+}  // namespace kembed::mpi
