@@ -46,8 +46,9 @@ struct AutoThresholds {
 //   bucket's rows are shared out, where the scan re-reads every id on every thread);
 // - past 4 threads: `bucket` for gradients over 2 MiB, and the contract's V * T
 //   rule below that, until measured.
-// A device backend sorts: the scan reads the ids once per block, and the bucket
-// plan, written portably, has never been compiled for a device here.
+// A device backend sorts, in its device shape (row_index.hpp, fold.hpp): the scan's
+// thousands of blocks would each walk every position, and a hot bucket serialises
+// on one team's scratch pad (docs/DESIGN.md, "Device backends").
 inline Plan auto_plan(bool host, std::int64_t threads, std::int64_t v, std::int64_t d, std::int64_t t) {
   if (!host) return Plan::sort;
   using K = AutoThresholds;
