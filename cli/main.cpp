@@ -79,9 +79,13 @@ int on_backend(std::string const& backend, std::optional<int> threads, F&& f) {
 // 0.12 s passive, docs/PERFORMANCE.md). The OpenMP runtime reads OMP_WAIT_POLICY when
 // it loads, before main, so a job that may use OpenMP re-executes itself once with
 // the policy set, unless the user chose one.
+// Not where OMP_PROC_BIND, OMP_PLACES or GOMP_CPU_AFFINITY are set: the runtime has
+// then already bound this thread to one place, the new image would inherit that
+// one-CPU mask and run one thread (seen with scripts/run.sh's spread binding).
 void prefer_passive_waiting(int argc, char** argv) {
 #ifdef KOKKOS_ENABLE_OPENMP
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  for (char const* name : {"OMP_WAIT_POLICY", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"})
+    if (std::getenv(name) != nullptr) return;
   bool job = false;
   for (int i = 1; i < argc; ++i) job = job || !std::strcmp(argv[i], "backward") || !std::strcmp(argv[i], "forward");
   if (!job) return;

@@ -10,5 +10,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
 mkdir -p runs
 export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads}
+# kembed waits passively by itself, but not once threads are bound (docs/CLI.md).
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 exec build/openmp/cli/kembed backward --table datasets/kjv/table.h5 --batch datasets/kjv/batch.h5 \
   --out runs/kjv.h5 "$@"
