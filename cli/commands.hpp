@@ -6,21 +6,13 @@
 #include <string>
 #include <vector>
 
+#include <kembed/job/settings.hpp>
+
 namespace kembed::cli {
 
-struct BackwardArgs {
-  std::string table, batch, out;
-  std::string ids_dataset = "ids", dy_dataset = "dy";
-  std::int64_t microbatch = 65536;
-  std::optional<std::string> plan, mode;
-  std::optional<std::int64_t> padding_idx;  // overrides the table file's
-  bool no_padding = false;
-  std::int64_t checkpoint_every = 0;  // positions; 0: no checkpoints
-  std::string checkpoint;             // default: <out>.checkpoint
-  bool resume = false;
-  bool deflate = false;
-  std::string run_id;
-  std::vector<std::string> command_line;
+// The job's settings, with the plan and mode as the command line spells them.
+struct BackwardArgs : job::BackwardSettings {
+  std::optional<std::string> plan_name, mode_name;
 };
 
 struct ForwardArgs {

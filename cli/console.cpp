@@ -1,5 +1,7 @@
 #include "console.hpp"
 
+#include <kembed/job/detail/support.hpp>
+
 #include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
@@ -21,12 +23,13 @@ Console::Console() {
 }
 
 void Console::log(std::string const& text) const {
-  if (quiet_) return;
+  if (quiet_ || muted_) return;
   std::fprintf(stderr, "%s\n", text.c_str());
   std::fflush(stderr);
 }
 
 void Console::error(std::string const& text) const {
+  if (muted_) return;
   bool const red = colour_ && tty_err_;
   std::fprintf(stderr, "%skembed: error:%s %s\n", red ? "\033[31m" : "", red ? "\033[0m" : "", text.c_str());
   std::fflush(stderr);
@@ -38,12 +41,7 @@ std::string Console::paint(std::string const& text, char const* code) const {
 }
 
 std::string with_commas(std::int64_t n) {
-  std::string digits = std::to_string(n < 0 ? -n : n), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return n < 0 ? "-" + out : out;
+  return job::detail::with_commas(n);
 }
 
 std::string seconds_text(double s) {
@@ -60,17 +58,7 @@ std::string seconds_text(double s) {
 }
 
 std::int64_t peak_rss_bytes() {
-  std::ifstream status("/proc/self/status");
-  std::string key;
-  while (status >> key) {
-    if (key == "VmHWM:") {
-      std::int64_t kib = 0;
-      status >> kib;
-      return kib * 1024;
-    }
-    std::getline(status, key);
-  }
-  return 0;
+  return job::detail::peak_rss_bytes();
 }
 
 Progress::Progress(std::string what, std::int64_t total, std::int64_t start)

@@ -16,6 +16,10 @@ class Console {
   static Console& get();
   void set_quiet(bool quiet) noexcept { quiet_ = quiet; }
   bool quiet() const noexcept { return quiet_; }
+  // Muted: nothing at all on stdout or stderr from this process (an MPI rank other
+  // than the first, whose errors are the first rank's too).
+  void set_muted(bool muted) noexcept { muted_ = muted; }
+  bool muted() const noexcept { return muted_; }
   bool stderr_is_terminal() const noexcept { return tty_err_; }
   bool stdout_is_terminal() const noexcept { return tty_out_; }
   // "kembed <what>: text" on stderr unless quiet.
@@ -27,7 +31,7 @@ class Console {
 
  private:
   Console();
-  bool quiet_ = false, tty_err_ = false, tty_out_ = false, colour_ = false;
+  bool quiet_ = false, muted_ = false, tty_err_ = false, tty_out_ = false, colour_ = false;
 };
 
 // Positions done, rate and ETA on stderr: redrawn at most 5 times a second on a

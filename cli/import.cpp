@@ -3,7 +3,7 @@
 // to the nearest float32 for float64/float16 only when --convert asks for it.
 #include "commands.hpp"
 #include "console.hpp"
-#include "paths.hpp"
+#include <kembed/job/paths.hpp>
 
 #include <kembed/io/describe.hpp>
 #include <kembed/io/error.hpp>
@@ -14,9 +14,9 @@
 namespace kembed::cli {
 
 int import_table(ImportArgs const& a) {
-  if (same_file(a.out, a.from))
+  if (job::same_file(a.out, a.from))
     throw InvalidArgument("out", "--out " + a.out + " is the file being imported; give --out a path of its own");
-  check_output_path("--out", a.out);
+  job::check_output_path("--out", a.out);
   std::string dataset = a.dataset;
   if (dataset.empty()) {
     // Without --dataset, the file's one 2-D float dataset; several or none: say which exist.

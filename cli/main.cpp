@@ -1,6 +1,7 @@
 // kembed: the batch job and its tools. See `kembed --help` and docs/CLI.md.
 #include "commands.hpp"
 #include "console.hpp"
+#include "mpi_session.hpp"
 
 #include <kembed/backends.hpp>
 #include <kembed/io/batch_process.hpp>
@@ -97,6 +98,26 @@ void prefer_passive_waiting(int argc, char** argv) {
 #endif
 }
 
+// Under mpiexec: `backward` runs as one job over the ranks; other commands (and a
+// build without MPI) would each run whole on every rank, so more than one is refused.
+void start_ranks(bool backward, std::optional<MpiSession>& session) {
+#if defined(KEMBED_CLI_MPI)
+  if (backward) {
+    session.emplace();
+    return;
+  }
+#else
+  (void)session;
+#endif
+  int const ranks = launched_ranks();
+  if (ranks < 2) return;
+  throw kembed::InvalidArgument(
+      "mpiexec", backward ? "this kembed was built without MPI, so each of the " + std::to_string(ranks) +
+                                " ranks would run the whole job; build with MPI and a parallel HDF5 "
+                                "(KEMBED_ENABLE_MPI, docs/CLI.md), or run one process"
+                          : "only `kembed backward` runs on many MPI ranks; run this command as one process");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -128,8 +149,8 @@ int main(int argc, char** argv) {
                        "Positions per backward call in mode deterministic, whose sums depend on the split; "
                        "other modes fold each block read (64 Ki positions or more) in one call: their bits do not")
       ->capture_default_str();
-  backward->add_option("--plan", bw.plan, "scan, sort, bucket or auto (default: the table file's)");
-  backward->add_option("--mode", bw.mode, "identical, deterministic or fast (default: the table file's)");
+  backward->add_option("--plan", bw.plan_name, "scan, sort, bucket or auto (default: the table file's)");
+  backward->add_option("--mode", bw.mode_name, "identical, deterministic or fast (default: the table file's)");
   auto* padding = backward->add_option("--padding-idx", bw.padding_idx,
                                        "Padding row as torch takes it: negative counts from the end, -1 is row V-1 "
                                        "(default: the table file's)");
@@ -214,7 +235,9 @@ int main(int argc, char** argv) {
   auto& console = Console::get();
   console.set_quiet(quiet);
   bw.command_line.assign(argv, argv + argc);
+  std::optional<MpiSession> mpi;  // outlives Kokkos, which starts inside on_backend
   try {
+    if (launched_as_rank()) start_ranks(bool(*backward), mpi);
     if (*backward) {
       return on_backend(backend, threads, [&](auto space) { return kembed::cli::backward<decltype(space)>(bw); });
     }

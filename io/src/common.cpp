@@ -1,4 +1,5 @@
 #include "common.hpp"
+#include "sharded_file.hpp"
 
 #include "atomic_file.hpp"
 
@@ -21,7 +22,7 @@
 
 namespace kembed::io::detail {
 
-h5::Handle open_for_reading(std::string const& path) {
+h5::Handle open_for_reading(std::string const& path, Collective const* collective) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
     throw FileError(path, "", std::string("cannot be opened: ") + std::strerror(errno));
@@ -43,7 +44,9 @@ h5::Handle open_for_reading(std::string const& path) {
     h5::error_text();  // clear the stack
     throw FileError(path, "", "is not an HDF5 file (no HDF5 signature)");
   }
-  h5::Handle file = h5::file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  // Collectively, every rank checks the same file above and opens it here together.
+  h5::Handle const fapl = collective ? access_list(collective) : h5::Handle();
+  h5::Handle file = h5::file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, collective ? fapl.get() : H5P_DEFAULT));
   if (!file.valid()) {
     auto const text = h5::error_text();
     // HDF5 1.10 locks files it opens; a writer elsewhere holds the lock.
@@ -314,14 +317,32 @@ FloatMatrix open_float_matrix(hid_t file, std::string const& path, std::string c
   return m;
 }
 
-void read_rows(FloatMatrix const& m, std::string const& path, std::string const& name, std::int64_t first,
-               std::int64_t count, float* out, bool finite) {
-  if (count == 0) return;
-  h5::Handle file_space = h5::dataspace(H5Dget_space(m.dataset));
-  hsize_t const start[2] = {hsize_t(first), 0}, extent[2] = {hsize_t(count), hsize_t(m.cols)};
+namespace {
+// The file and memory selections of rows [first, first + count); a collective call
+// with no rows still takes part, selecting nothing.
+std::pair<h5::Handle, h5::Handle> row_selection(hid_t dataset, std::int64_t first, std::int64_t count) {
+  h5::Handle file_space = h5::dataspace(H5Dget_space(dataset));
+  int const rank = H5Sget_simple_extent_ndims(file_space);
+  hsize_t dims[2] = {};
+  H5Sget_simple_extent_dims(file_space, dims, nullptr);
+  hsize_t const start[2] = {hsize_t(first), 0}, extent[2] = {hsize_t(count), rank == 2 ? dims[1] : 1};
+  if (count == 0) {
+    hsize_t const one[2] = {1, 1};
+    h5::Handle mem_space = h5::dataspace(H5Screate_simple(rank, one, nullptr));
+    H5Sselect_none(file_space);
+    H5Sselect_none(mem_space);
+    return {std::move(file_space), std::move(mem_space)};
+  }
   H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, nullptr, extent, nullptr);
-  h5::Handle mem_space = h5::dataspace(H5Screate_simple(2, extent, nullptr));
-  if (H5Dread(m.dataset, H5T_NATIVE_FLOAT, mem_space, file_space, H5P_DEFAULT, out) < 0) {
+  return {std::move(file_space), h5::dataspace(H5Screate_simple(rank, extent, nullptr))};
+}
+}  // namespace
+
+void read_rows(FloatMatrix const& m, std::string const& path, std::string const& name, std::int64_t first,
+               std::int64_t count, float* out, bool finite, hid_t transfer) {
+  if (count == 0 && transfer == H5P_DEFAULT) return;
+  auto const [file_space, mem_space] = row_selection(m.dataset, first, count);
+  if (H5Dread(m.dataset, H5T_NATIVE_FLOAT, mem_space, file_space, transfer, out) < 0) {
     throw FileError(path, name,
                     "reading rows " + std::to_string(first) + " to " + std::to_string(first + count - 1) +
                         " failed: the stored data do not match their checksum or cannot be decoded, "
@@ -343,7 +364,6 @@ void read_rows(FloatMatrix const& m, std::string const& path, std::string const&
   }
 }
 
-namespace {
 h5::Handle create_matrix(hid_t loc, char const* name, hid_t file_type, std::int64_t rows, std::int64_t cols,
                          SaveOptions const& options) {
   std::int64_t const element = static_cast<std::int64_t>(H5Tget_size(file_type));
@@ -369,19 +389,12 @@ h5::Handle create_matrix(hid_t loc, char const* name, hid_t file_type, std::int6
 }
 
 void write_block(hid_t dset, char const* name, hid_t mem_type, std::int64_t first, std::int64_t count,
-                 void const* data) {
-  if (count == 0) return;
-  h5::Handle file_space = h5::dataspace(H5Dget_space(dset));
-  int const rank = H5Sget_simple_extent_ndims(file_space);
-  hsize_t dims[2] = {};
-  H5Sget_simple_extent_dims(file_space, dims, nullptr);
-  hsize_t const start[2] = {hsize_t(first), 0}, extent[2] = {hsize_t(count), rank == 2 ? dims[1] : 1};
-  H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, nullptr, extent, nullptr);
-  h5::Handle mem_space = h5::dataspace(H5Screate_simple(rank, extent, nullptr));
-  if (H5Dwrite(dset, mem_type, mem_space, file_space, H5P_DEFAULT, data) < 0)
+                 void const* data, hid_t transfer) {
+  if (count == 0 && transfer == H5P_DEFAULT) return;
+  auto const [file_space, mem_space] = row_selection(dset, first, count);
+  if (H5Dwrite(dset, mem_type, mem_space, file_space, transfer, data) < 0)
     throw std::runtime_error(std::string("writing dataset '") + name + "': " + h5::error_text());
 }
-}  // namespace
 
 h5::Handle open_int_vector(hid_t file, std::string const& path, std::string const& name, std::int64_t* size_out) {
   if (!h5::exists(file, name)) throw FileError(path, name, "does not exist");
@@ -411,13 +424,10 @@ h5::Handle open_int_vector(hid_t file, std::string const& path, std::string cons
 }
 
 void read_ints(hid_t dataset, std::string const& path, std::string const& name, std::int64_t first, std::int64_t count,
-               std::int64_t* out) {
-  if (count == 0) return;
-  h5::Handle file_space = h5::dataspace(H5Dget_space(dataset));
-  hsize_t const start[1] = {hsize_t(first)}, extent[1] = {hsize_t(count)};
-  H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, nullptr, extent, nullptr);
-  h5::Handle mem_space = h5::dataspace(H5Screate_simple(1, extent, nullptr));
-  if (H5Dread(dataset, H5T_NATIVE_INT64, mem_space, file_space, H5P_DEFAULT, out) < 0) {
+               std::int64_t* out, hid_t transfer) {
+  if (count == 0 && transfer == H5P_DEFAULT) return;
+  auto const [file_space, mem_space] = row_selection(dataset, first, count);
+  if (H5Dread(dataset, H5T_NATIVE_INT64, mem_space, file_space, transfer, out) < 0) {
     throw FileError(path, name,
                     "reading positions " + std::to_string(first) + " to " + std::to_string(first + count - 1) +
                         " failed; the file is damaged (HDF5: " + h5::error_text() + ")");
@@ -491,12 +501,21 @@ void StreamingFile::write_rows(char const* name, hid_t mem_type, std::int64_t fi
   write_block(impl_->dataset(name), name, mem_type, first, count, data);
 }
 
-void StreamingFile::commit() {
-  // Flushed while the file can still be discarded; only a clean file is closed and linked in.
+void StreamingFile::close() {
+  if (!impl_->file.valid()) return;
+  // Flushed while the file can still be discarded; only a clean file is closed.
   if (H5Fflush(impl_->file, H5F_SCOPE_LOCAL) < 0) throw std::runtime_error("flushing it failed: " + h5::error_text());
   impl_->datasets.clear();
   if (H5Fclose(impl_->file.get()) < 0) throw std::runtime_error("closing it failed: " + h5::error_text());
   impl_->file.release();
+}
+
+std::string const& StreamingFile::temp_path() const {
+  return impl_->out.temp_path();
+}
+
+void StreamingFile::commit() {
+  close();
   impl_->committed = true;
   impl_->out.commit();
 }

@@ -12,10 +12,14 @@
 #include <string>
 #include <vector>
 
+namespace kembed::io {
+struct Collective;
+}
 namespace kembed::io::detail {
 
-// Opens read-only, telling a missing file, a non-HDF5 file and a damaged one apart.
-h5::Handle open_for_reading(std::string const& path);
+// Opens read-only, telling a missing file, a non-HDF5 file and a damaged one apart;
+// with `collective`, on every rank of its communicator (a collective call).
+h5::Handle open_for_reading(std::string const& path, Collective const* collective = nullptr);
 
 // Reads the root's "format" attribute and checks it is `family`-N with N == version.
 void check_format(hid_t file, std::string const& path, std::string const& family, int version, char const* what);
@@ -48,14 +52,23 @@ void check_size(std::string const& path, std::string const& name, std::int64_t r
 
 // Reads rows [first, first + count) into out (count x cols floats); refuses NaN/inf
 // when `finite` (tables), keeps them otherwise (gradients may overflow to inf).
+// `transfer` is a dataset transfer list (collective_transfer()); with one, a call for
+// no rows still takes part in the collective read, selecting nothing.
 void read_rows(FloatMatrix const& m, std::string const& path, std::string const& name, std::int64_t first,
-               std::int64_t count, float* out, bool finite = true);
+               std::int64_t count, float* out, bool finite = true, hid_t transfer = H5P_DEFAULT);
 
 // Reads a 1-D integer dataset's elements [first, first + count) as int64; refuses
 // other types and ranks. `size_out` (if given) receives the dataset's length.
 h5::Handle open_int_vector(hid_t file, std::string const& path, std::string const& name, std::int64_t* size_out);
 void read_ints(hid_t dataset, std::string const& path, std::string const& name, std::int64_t first, std::int64_t count,
-               std::int64_t* out);
+               std::int64_t* out, hid_t transfer = H5P_DEFAULT);
+
+// A chunked, checksummed dataset of rows x cols (cols = 0: 1-D), and rows
+// [first, first + count) of one written (as read_rows, for `transfer`).
+h5::Handle create_matrix(hid_t loc, char const* name, hid_t file_type, std::int64_t rows, std::int64_t cols,
+                         SaveOptions const& options);
+void write_block(hid_t dset, char const* name, hid_t mem_type, std::int64_t first, std::int64_t count,
+                 void const* data, hid_t transfer = H5P_DEFAULT);
 
 // A file written crash-safely (AtomicFile) whose datasets are filled in row blocks.
 class StreamingFile {
@@ -74,6 +87,10 @@ class StreamingFile {
     write_rows(name, mem_type, 0, rows, data);
   }
   void commit();  // close, fsync, rename
+  // Closes the file without publishing it, so that other processes can open the
+  // temporary file (temp_path()) and write into it before commit().
+  void close();
+  std::string const& temp_path() const;
 
  private:
   struct Impl;

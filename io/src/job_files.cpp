@@ -1,4 +1,5 @@
 #include "common.hpp"
+#include "sharded_file.hpp"
 
 #include <kembed/core/validate.hpp>
 #include <kembed/io/error.hpp>
@@ -16,16 +17,19 @@ struct BatchReader::Impl {
   h5::Handle file, ids;
   detail::FloatMatrix dy;
   BatchInfo info;
+  h5::Handle transfer;  // collective reads, or none
 };
 
-BatchReader::BatchReader(std::string const& path, bool need_dy, std::string ids_dataset, std::string dy_dataset)
+BatchReader::BatchReader(std::string const& path, bool need_dy, std::string ids_dataset, std::string dy_dataset,
+                         Collective const* collective)
     : impl_(std::make_unique<Impl>()) {
   detail::reading(path, [&] {
     auto& m = *impl_;
     m.path = path;
     m.ids_name = ids_dataset.empty() || ids_dataset[0] == '/' ? ids_dataset : "/" + ids_dataset;
     m.dy_name = dy_dataset.empty() || dy_dataset[0] == '/' ? dy_dataset : "/" + dy_dataset;
-    m.file = detail::open_for_reading(path);
+    m.file = detail::open_for_reading(path, collective);
+    m.transfer = detail::transfer_list(collective);
     if (h5::has_attribute(m.file, "format")) {
       detail::check_format(m.file, path, "kembed-batch", 1, "batch");
       m.info.kembed_format = true;
@@ -58,9 +62,10 @@ void BatchReader::read(std::int64_t first, std::int64_t count, std::int64_t* ids
   if (first < 0 || count < 0 || first > m.info.positions || count > m.info.positions - first)
     throw std::out_of_range("BatchReader::read: positions beyond the batch");
   detail::reading(m.path, [&] {
-    if (ids) detail::read_ints(m.ids, m.path, m.ids_name, first, count, ids);
+    hid_t const transfer = m.transfer.valid() ? m.transfer.get() : H5P_DEFAULT;
+    if (ids) detail::read_ints(m.ids, m.path, m.ids_name, first, count, ids, transfer);
     if (dy) {
-      detail::read_rows(m.dy, m.path, m.dy_name, first, count, dy, false);
+      detail::read_rows(m.dy, m.path, m.dy_name, first, count, dy, false, transfer);
       auto const n = count * m.dy.cols;
       auto const bad = first_non_finite(dy, n);
       if (bad < n) {
@@ -148,10 +153,19 @@ void ForwardWriter::commit() {
 // ---- checkpoints ------------------------------------------------------------------
 
 void write_checkpoint(std::string const& path, Checkpoint const& c) {
+  if (std::int64_t(c.gradient.size()) != c.rows * c.cols || std::int64_t(c.counts.size()) != c.rows)
+    throw InvalidArgument("checkpoint", "the checkpoint's gradient and counts do not have its shape");
+  write_checkpoint(path, c, RowSlab{0, c.rows, c.gradient.data(), c.counts.data()});
+}
+
+void write_checkpoint(std::string const& path, Checkpoint const& c, RowSlab const& mine, Collective const* collective) {
   detail::check_padding_to_store("the checkpoint", c.padding_idx, c.rows);
-  detail::writing(path, "writing the checkpoint failed, the previous one stays", [&] {
-    detail::StreamingFile file(path);
-    auto root = file.root();
+  if (mine.first < 0 || mine.count < 0 || mine.first > c.rows || mine.count > c.rows - mine.first ||
+      (mine.count > 0 && (!mine.gradient || !mine.counts)))
+    throw InvalidArgument("checkpoint", "rows [" + std::to_string(mine.first) + ", +" + std::to_string(mine.count) +
+                                            ") are not rows of the checkpoint's " + std::to_string(c.rows) +
+                                            ", or have no data");
+  auto header = [&](hid_t root) {
     detail::write_identity(root, checkpoint_format);
     h5::write_string(root, "job_id", c.job_id);
     h5::write_int64(root, "position", c.position);
@@ -165,14 +179,14 @@ void write_checkpoint(std::string const& path, Checkpoint const& c) {
     h5::write_double(root, "elapsed_seconds", c.elapsed_seconds);
     h5::write_int64(root, "num_embeddings", c.rows);
     h5::write_int64(root, "embedding_dim", c.cols);
-    SaveOptions plain;
-    file.write_whole("gradient", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, c.gradient.data(), c.rows, c.cols, plain);
-    file.write_whole("counts", H5T_STD_I64LE, H5T_NATIVE_INT64, c.counts.data(), c.rows, 0, plain);
-    file.commit();
-  });
+  };
+  detail::write_slabs(path, "writing the checkpoint failed, the previous one stays", header,
+                      {{"gradient", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, c.rows, c.cols, mine.gradient},
+                       {"counts", H5T_STD_I64LE, H5T_NATIVE_INT64, c.rows, 0, mine.counts}},
+                      mine, SaveOptions{}, collective);
 }
 
-Checkpoint read_checkpoint(std::string const& path, bool with_data) {
+Checkpoint read_checkpoint(std::string const& path, bool with_data, std::int64_t first_row, std::int64_t row_count) {
   return detail::reading(path, [&] {
     auto file = detail::open_for_reading(path);
     detail::check_format(file, path, "kembed-checkpoint", 1, "checkpoint");
@@ -191,17 +205,22 @@ Checkpoint read_checkpoint(std::string const& path, bool with_data) {
     c.cols = detail::required_int64(file, path, "embedding_dim");
     c.padding_idx = detail::stored_padding_idx(path, c.padding_idx, c.rows);
     if (!with_data) return c;
+    if (row_count < 0) first_row = 0, row_count = c.rows;
+    if (first_row < 0 || first_row > c.rows || row_count > c.rows - first_row)
+      throw InvalidArgument("rows", "rows [" + std::to_string(first_row) + ", +" + std::to_string(row_count) +
+                                        ") are not within the checkpoint's " + std::to_string(c.rows) + " rows (" +
+                                        path + ")");
     auto g = detail::open_float_matrix(file, path, "/gradient", false);
     if (g.rows != c.rows || g.cols != c.cols)
       throw FileError(path, "/gradient", "does not match the attributes' shape");
-    detail::check_size(path, "/gradient", c.rows, c.cols, 4);
-    c.gradient.resize(static_cast<std::size_t>(c.rows * c.cols));
-    detail::read_rows(g, path, "/gradient", 0, c.rows, c.gradient.data(), false);
+    detail::check_size(path, "/gradient", row_count, c.cols, 4);
+    c.gradient.resize(static_cast<std::size_t>(row_count * c.cols));
+    detail::read_rows(g, path, "/gradient", first_row, row_count, c.gradient.data(), false);
     std::int64_t n = 0;
     auto counts = detail::open_int_vector(file, path, "/counts", &n);
     if (n != c.rows) throw FileError(path, "/counts", "does not hold one count per row");
-    c.counts.resize(static_cast<std::size_t>(n));
-    detail::read_ints(counts, path, "/counts", 0, n, c.counts.data());
+    c.counts.resize(static_cast<std::size_t>(row_count));
+    detail::read_ints(counts, path, "/counts", first_row, row_count, c.counts.data());
     return c;
   });
 }

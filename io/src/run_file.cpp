@@ -1,6 +1,8 @@
 #include "common.hpp"
+#include "sharded_file.hpp"
 
 #include <kembed/io/error.hpp>
+#include <kembed/io/job_files.hpp>
 #include <kembed/io/run_file.hpp>
 #include <kembed/io/sha256.hpp>
 
@@ -90,16 +92,30 @@ void write_run(std::string const& path, RunFile const& run, SaveOptions const& o
                                      std::to_string(run.counts.size()) + " counts for shape (" +
                                      std::to_string(run.rows) + ", " + std::to_string(run.cols) + ")");
   }
+  RunFile header = run;
+  header.gradient = {};
+  header.counts = {};
+  header.gradient_sha256 = gradient_sha256(run.gradient);
+  write_run(path, header, RowSlab{0, run.rows, run.gradient.data(), run.counts.data()}, options);
+}
+
+void write_run(std::string const& path, RunFile const& run, RowSlab const& mine, SaveOptions const& options,
+               Collective const* collective) {
+  if (run.rows < 1 || run.cols < 1 || mine.first < 0 || mine.count < 0 || mine.first > run.rows ||
+      mine.count > run.rows - mine.first || (mine.count > 0 && (!mine.gradient || !mine.counts)))
+    throw InvalidArgument("run", "rows [" + std::to_string(mine.first) + ", +" + std::to_string(mine.count) +
+                                     ") are not rows of a (" + std::to_string(run.rows) + ", " +
+                                     std::to_string(run.cols) + ") gradient, or have no data");
+  if (run.gradient_sha256.size() != 64)
+    throw InvalidArgument("run", "write_run from row slabs needs the whole gradient's SHA-256 (gradient_sha256)");
   detail::check_padding_to_store("the run", run.padding_idx, run.rows);
-  auto const sha = gradient_sha256(run.gradient);
-  detail::writing(path, "writing the run failed, the file is unchanged", [&] {
-    detail::StreamingFile out(path);
-    hid_t const file = out.root();
+  auto header = [&](hid_t file) {
     detail::write_identity(file, run_format);
     h5::write_string(file, "run_id", run.run_id);
     h5::write_string(file, "created", run.created.empty() ? detail::utc_now_iso8601() : run.created);
     h5::write_string(file, "backend", run.backend);
     h5::write_int64(file, "threads", run.threads);
+    h5::write_int64(file, "ranks", run.ranks);
     h5::write_string(file, "plan", run.plan);
     h5::write_string(file, "plan_used", run.plan_used);
     h5::write_string(file, "numeric_mode", run.numeric_mode);
@@ -109,25 +125,24 @@ void write_run(std::string const& path, RunFile const& run, SaveOptions const& o
     h5::write_int64(file, "microbatch_size", run.microbatch_size);
     h5::write_int64(file, "num_embeddings", run.rows);
     h5::write_int64(file, "embedding_dim", run.cols);
-    h5::write_string(file, "gradient_sha256", sha);
-    out.write_whole("gradient", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, run.gradient.data(), run.rows, run.cols, options);
-    out.write_whole("counts", H5T_STD_I64LE, H5T_NATIVE_INT64, run.counts.data(), run.rows, 0, options);
-    {
-      auto inputs = ordered_group(file, "inputs");
-      for (auto const& input : run.inputs) {
-        auto g = ordered_group(inputs, input.role.c_str());
-        h5::write_string(g, "path", input.path);
-        h5::write_string(g, "sha256", input.sha256);
-        h5::write_int64(g, "bytes", input.bytes);
-      }
-      auto timings = ordered_group(file, "timings");
-      for (auto const& [name, seconds] : run.timings) h5::write_double(timings, name.c_str(), seconds);
-      auto provenance = ordered_group(file, "provenance");
-      h5::write_string_dataset(provenance, "command_line", run.command_line_json);
-      h5::write_string_dataset(provenance, "configuration", run.configuration_json);
+    h5::write_string(file, "gradient_sha256", run.gradient_sha256);
+    auto inputs = ordered_group(file, "inputs");
+    for (auto const& input : run.inputs) {
+      auto g = ordered_group(inputs, input.role.c_str());
+      h5::write_string(g, "path", input.path);
+      h5::write_string(g, "sha256", input.sha256);
+      h5::write_int64(g, "bytes", input.bytes);
     }
-    out.commit();
-  });
+    auto timings = ordered_group(file, "timings");
+    for (auto const& [name, seconds] : run.timings) h5::write_double(timings, name.c_str(), seconds);
+    auto provenance = ordered_group(file, "provenance");
+    h5::write_string_dataset(provenance, "command_line", run.command_line_json);
+    h5::write_string_dataset(provenance, "configuration", run.configuration_json);
+  };
+  detail::write_slabs(path, "writing the run failed, the file is unchanged", header,
+                      {{"gradient", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, run.rows, run.cols, mine.gradient},
+                       {"counts", H5T_STD_I64LE, H5T_NATIVE_INT64, run.rows, 0, mine.counts}},
+                      mine, options, collective);
 }
 
 RunFile read_run(std::string const& path, bool with_gradient, bool verify) {
@@ -142,6 +157,7 @@ RunFile read_run(std::string const& path, bool with_gradient, bool verify) {
     run.created = str("created");
     run.backend = str("backend");
     run.threads = num("threads");
+    run.ranks = h5::read_int64(file, "ranks").value_or(1);
     run.plan = str("plan");
     run.plan_used = str("plan_used");
     run.numeric_mode = str("numeric_mode");

@@ -81,6 +81,14 @@ class Embedding {
     return layer;
   }
 
+  // A layer for the backward alone, holding no table: the gradient does not depend
+  // on the table's values, so a job that only folds gradients need not load it.
+  // forward() and weight_host() refuse; set_weight() gives it a table.
+  static Embedding backward_only(ExecutionSpace const& space, std::int64_t num_embeddings,
+                                 std::int64_t embedding_dim, Options const& options = {}) {
+    return Embedding(space, make_config(num_embeddings, embedding_dim, options));
+  }
+
   // Reassigns the table (same shape). On any error the old table stays.
   void set_weight(FloatsRef const& weight) { weight_ = upload_table(weight); }
   void set_weight(ExecutionSpace const& space, const_matrix_type const& weight) {
@@ -100,6 +108,7 @@ class Embedding {
   // The layer's own table, in the execution space's memory. Read-only.
   const_matrix_type weight() const noexcept { return weight_; }
   std::vector<float> weight_host() const {
+    require_table();
     std::vector<float> out(static_cast<std::size_t>(config_.num_embeddings * config_.embedding_dim));
     Kokkos::deep_copy(host_matrix(out.data(), config_.num_embeddings, config_.embedding_dim), weight_);
     return out;
@@ -209,6 +218,12 @@ class Embedding {
     return host_const_matrix_type(data, rows, cols);
   }
 
+  void require_table() const {
+    if (weight_.data() == nullptr)
+      throw Unsupported("weight", "this layer was made by backward_only and holds no table; give it one with "
+                                  "set_weight, or make it with the table");
+  }
+
   // Validates a host table and copies it into a new view (the old one untouched).
   matrix_type upload_table(FloatsRef const& weight) const {
     if (!weight.data) {
@@ -259,6 +274,7 @@ class Embedding {
   void forward_impl(ExecutionSpace const& space, IdView const& ids, matrix_type const& y) const {
     check_ids_shape(Shape{std::int64_t(ids.extent(0))});
     check_matrix("y", y, ids.extent(0), config_.embedding_dim, "ids.size(), embedding_dim");
+    require_table();
     detail::ScopedRegion region("kembed::forward");
     detail::forward(space, ids, weight_, y);  // checks the ids first
   }

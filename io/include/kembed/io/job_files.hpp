@@ -10,6 +10,8 @@
 
 namespace kembed::io {
 
+struct Collective;  // an MPI communicator, in <kembed/io/collective.hpp>
+
 inline constexpr char const* batch_format = "kembed-batch-1";
 inline constexpr char const* forward_format = "kembed-forward-1";
 inline constexpr char const* checkpoint_format = "kembed-checkpoint-1";
@@ -29,10 +31,14 @@ struct BatchInfo {
 
 // Reads positions in blocks. A kembed batch file is tagged; a plain HDF5 file is read
 // too when it has the named datasets: ids 1-D integers (T,), dy float32 (T, d).
+//
+// With `collective` (<kembed/io/collective.hpp>), every rank of its communicator opens
+// the file and each read() is one collective read, in which every rank takes part
+// (a rank may ask for no positions) and gets its own range.
 class BatchReader {
  public:
   explicit BatchReader(std::string const& path, bool need_dy = true, std::string ids_dataset = "ids",
-                       std::string dy_dataset = "dy");
+                       std::string dy_dataset = "dy", Collective const* collective = nullptr);
   ~BatchReader();
   BatchReader(BatchReader&&) noexcept;
   BatchInfo const& info() const noexcept;
@@ -91,7 +97,24 @@ struct Checkpoint {
 
 void write_checkpoint(std::string const& path, Checkpoint const& checkpoint);
 // Reads a checkpoint; with `with_data` false only its attributes (gradient and counts
-// stay empty), to check whose it is before touching it.
-Checkpoint read_checkpoint(std::string const& path, bool with_data = true);
+// stay empty), to check whose it is before touching it. With `row_count` >= 0 only
+// rows [first_row, first_row + row_count) of the gradient and counts are read (a
+// rank's own rows; any number of ranks may have written the file).
+Checkpoint read_checkpoint(std::string const& path, bool with_data = true, std::int64_t first_row = 0,
+                           std::int64_t row_count = -1);
+
+// Rows [first, first + count) of a gradient and its counts: what one process (all of
+// them) or one rank (its own rows) holds when a sharded job writes its files.
+struct RowSlab {
+  std::int64_t first = 0, count = 0;
+  float const* gradient = nullptr;       // count x cols
+  std::int64_t const* counts = nullptr;  // count
+};
+// write_checkpoint from row slabs: `checkpoint`'s gradient and counts are not used.
+// With `collective`, every rank calls it with the same attributes and its own rows
+// (the slabs cover the rows in rank order); the file's datasets are byte for byte
+// those one process writes.
+void write_checkpoint(std::string const& path, Checkpoint const& checkpoint, RowSlab const& mine,
+                      Collective const* collective = nullptr);
 
 }  // namespace kembed::io

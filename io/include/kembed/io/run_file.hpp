@@ -11,11 +11,16 @@
 
 namespace kembed::io {
 
+struct Collective;  // an MPI communicator, in <kembed/io/collective.hpp>
+struct RowSlab;     // rows of a gradient and its counts, in <kembed/io/job_files.hpp>
+
 inline constexpr char const* run_format = "kembed-run-1";
 
 // The phases a run file's /timings holds, in the order kembed backward writes them.
+// exchange_seconds (part of backward_seconds) only where more than one MPI rank ran.
 inline constexpr char const* timing_phases[] = {"read_table_seconds", "hash_inputs_seconds", "read_batch_seconds",
-                                                "backward_seconds",   "checkpoint_seconds",  "total_seconds"};
+                                                "backward_seconds",   "checkpoint_seconds",  "total_seconds",
+                                                "exchange_seconds"};
 
 struct InputIdentity {
   std::string role;    // "table", "batch", ...
@@ -30,6 +35,7 @@ struct RunFile {
   std::string created;         // UTC, ISO 8601; filled by write_run when empty
   std::string backend;         // "Serial", "OpenMP", ...
   std::int64_t threads = 0;
+  std::int64_t ranks = 1;  // MPI ranks that ran the job (files before this field: 1)
   std::string plan;       // as requested ("auto") ...
   std::string plan_used;  // ... and as run ("scan")
   std::string numeric_mode;
@@ -51,6 +57,11 @@ struct RunFile {
 
 // Crash-safe, as save_table. Computes and stores gradient_sha256.
 void write_run(std::string const& path, RunFile const& run, SaveOptions const& options = {});
+// write_run from row slabs (job_files.hpp): `run`'s gradient and counts are not used,
+// and its gradient_sha256 (of the whole gradient, in row order) must be set. With
+// `collective`, every rank calls it with the same `run` and its own rows.
+void write_run(std::string const& path, RunFile const& run, RowSlab const& mine, SaveOptions const& options,
+               Collective const* collective = nullptr);
 // Reads everything; refuses a gradient whose bytes no longer match its SHA-256.
 // With `with_gradient` false the gradient is left empty (and not read at all);
 // with `verify` false its SHA-256 is not recomputed (a viewer may do it later).

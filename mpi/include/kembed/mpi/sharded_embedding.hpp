@@ -14,6 +14,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -79,6 +80,18 @@ class ShardedEmbedding {
   // padding row, given in [-V, V) as there, is folded (to zero) by its owner.
   ShardedEmbedding(MPI_Comm comm, ExecutionSpace const& space, std::int64_t num_embeddings, std::int64_t embedding_dim,
                    FloatsRef const& local_rows, Options const& options = {})
+      : ShardedEmbedding(comm, space, num_embeddings, embedding_dim, &local_rows, options) {}
+
+  // Collective. For the backward alone (Embedding::backward_only): no rank holds
+  // table rows, and forward() refuses.
+  static ShardedEmbedding backward_only(MPI_Comm comm, ExecutionSpace const& space, std::int64_t num_embeddings,
+                                        std::int64_t embedding_dim, Options const& options = {}) {
+    return ShardedEmbedding(comm, space, num_embeddings, embedding_dim, nullptr, options);
+  }
+
+ private:
+  ShardedEmbedding(MPI_Comm comm, ExecutionSpace const& space, std::int64_t num_embeddings, std::int64_t embedding_dim,
+                   FloatsRef const* local_rows, Options const& options)
       : comm_(comm), space_(space), config_(make_config(num_embeddings, embedding_dim, options)) {
     MPI_Comm_size(comm_, &ranks_);
     MPI_Comm_rank(comm_, &rank_);
@@ -88,19 +101,37 @@ class ShardedEmbedding {
     // A bad shard on any rank stops every rank, with that rank's message.
     std::string error;
     try {
-      check_table_shape("local_rows", local_rows.shape, rows_.size(), embedding_dim);
+      if (local_rows) check_table_shape("local_rows", local_rows->shape, rows_.size(), embedding_dim);
       if (rows_.size() > 0) {
         Options local = options;
         local.padding_idx.reset();
         if (config_.has_padding() && config_.padding_idx >= rows_.begin && config_.padding_idx < rows_.end)
           local.padding_idx = config_.padding_idx - rows_.begin;
-        layer_.emplace(space, rows_.size(), embedding_dim, local_rows, local);
+        if (local_rows)
+          layer_.emplace(space, rows_.size(), embedding_dim, *local_rows, local);
+        else
+          layer_.emplace(Local::backward_only(space, rows_.size(), embedding_dim, local));
       }
     } catch (Error const& e) {
       error = std::string(e.what()).substr(8);  // without "kembed: "
     }
     agree_on(error);
   }
+
+ public:
+  // The plan this rank's own layer runs for `positions` terms (its rows only).
+  Plan plan_for(std::int64_t positions) const {
+    return layer_ ? layer_->plan_for(positions) : config_.plan == Plan::automatic ? Plan::sort : config_.plan;
+  }
+
+  // What this rank's backward calls sent to other ranks, and the time they spent
+  // exchanging (routing and MPI_Alltoallv) and folding (since construction).
+  struct Traffic {
+    std::int64_t rows_sent = 0;   // positions (an id and a dy row each) sent to another rank
+    std::int64_t bytes_sent = 0;  // their bytes
+    double exchange_seconds = 0, fold_seconds = 0;
+  };
+  Traffic const& traffic() const noexcept { return traffic_; }
 
   RowRange rows() const noexcept { return rows_; }
   Config const& config() const noexcept { return config_; }
@@ -110,10 +141,12 @@ class ShardedEmbedding {
   // dy (t, d) row-major, both on the host): writes this rank's rows of the gradient
   // into `grad` (rows().size() x d, in the space's memory), continuing what `grad`
   // holds when `accumulate` (a carry in place), and this call's counts of its rows
-  // into `counts` if given. Ids out of range or non-finite dy on any rank stop every
-  // rank with the one-process error, naming the global position; nothing is written.
+  // into `counts` if given; `tally` (host, rows().size() entries), if given, has each
+  // of its rows' occurrences added. Ids out of range or non-finite dy on any rank stop
+  // every rank with the one-process error, naming the position within this call's
+  // batch (the ranks' slabs in rank order); nothing is written.
   void backward(IdsRef const& ids, FloatsRef const& dy, matrix_type const& grad, bool accumulate,
-                counts_type const& counts = {}) const {
+                counts_type const& counts = {}, std::int64_t* tally = nullptr) const {
     auto const d = config_.embedding_dim;
     std::string error;
     std::int64_t t = 0;
@@ -132,6 +165,7 @@ class ShardedEmbedding {
     auto const global = checked_slab(ids, dy.data, error);
 
     // Positions to their rows' owners, in ascending position order per owner.
+    auto const t_exchange = std::chrono::steady_clock::now();
     auto const route = route_of(global);
     auto recv_ids = exchange_ids(route, global);
     std::int64_t const received = route.received;
@@ -139,13 +173,21 @@ class ShardedEmbedding {
     for (std::int64_t p = 0; p < t; ++p)
       std::copy_n(dy.data + p * d, d, send_dy.data() + route.slot[std::size_t(p)] * d);
     exchange_rows(send_dy, route.send_rows, route.send_at, recv_dy, route.recv_rows, route.recv_at, "dy");
+    auto const t_fold = std::chrono::steady_clock::now();
+    std::int64_t const away = t - route.send_rows[std::size_t(rank_)];
+    traffic_.rows_sent += away;
+    traffic_.bytes_sent += away * (std::int64_t(sizeof(std::int64_t)) + d * std::int64_t(sizeof(float)));
+    traffic_.exchange_seconds += std::chrono::duration<double>(t_fold - t_exchange).count();
     // Ids and dy were checked on every rank, so this fails only as the one-process
     // layer would fail on its own (out of memory); still, every rank hears of it.
+    if (tally)
+      for (auto const id : recv_ids) ++tally[id - rows_.begin];
     try {
       if (layer_) fold(recv_ids, recv_dy, received, grad, accumulate, counts);  // a rank without rows gets nothing
     } catch (Error const& e) {
       error = std::string(e.what()).substr(8);
     }
+    traffic_.fold_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_fold).count();
     agree_on(error);
   }
 
@@ -323,6 +365,7 @@ class ShardedEmbedding {
   RowRange rows_;
   std::vector<std::int64_t> starts_;  // starts_[r]: rank r's first row; starts_[ranks]: V
   std::optional<Local> layer_;
+  mutable Traffic traffic_;
 };
 
 }  // namespace kembed::mpi

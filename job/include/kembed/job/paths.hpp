@@ -4,7 +4,7 @@
 // for that purpose.
 #include <string>
 
-namespace kembed::cli {
+namespace kembed::job {
 
 // Whether two paths name the same file: the same inode where both exist (so links
 // and "./x" count), else the same absolute path after resolving the folders.
@@ -17,4 +17,4 @@ bool path_exists(std::string const& path);
 // one that is an existing folder; InvalidArgument / IoFailure naming `option`.
 void check_output_path(std::string const& option, std::string const& path);
 
-}  // namespace kembed::cli
+}  // namespace kembed::job

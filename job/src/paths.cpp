@@ -1,4 +1,4 @@
-#include "paths.hpp"
+#include <kembed/job/paths.hpp>
 
 #include <kembed/core/error.hpp>
 #include <kembed/io/error.hpp>
@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace kembed::cli {
+namespace kembed::job {
 namespace {
 
 std::string folder_of(std::string const& path) {
@@ -63,4 +63,4 @@ void check_output_path(std::string const& option, std::string const& path) {
                         "cannot be written: its folder " + folder + " is not writable (" + std::strerror(errno) + ")");
 }
 
-}  // namespace kembed::cli
+}  // namespace kembed::job

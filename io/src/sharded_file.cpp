@@ -1,0 +1,139 @@
+#include "sharded_file.hpp"
+
+#include <kembed/io/error.hpp>
+#if defined(KEMBED_IO_PARALLEL)
+#include <kembed/io/collective.hpp>
+#endif
+
+#include <optional>
+#include <stdexcept>
+
+namespace kembed::io::detail {
+namespace {
+
+#if defined(KEMBED_IO_PARALLEL)
+int rank_of(Collective const* c) {
+  int rank = 0;
+  if (c) MPI_Comm_rank(c->comm, &rank);
+  return rank;
+}
+
+// Every rank learns the first failing rank's problem (or that none failed).
+std::string first_problem(Collective const& c, std::string const& mine) {
+  int rank = 0;
+  MPI_Comm_rank(c.comm, &rank);
+  int const bad = mine.empty() ? INT32_MAX : rank;
+  int first = INT32_MAX;
+  MPI_Allreduce(&bad, &first, 1, MPI_INT, MPI_MIN, c.comm);
+  if (first == INT32_MAX) return {};
+  long long length = first == rank ? static_cast<long long>(mine.size()) : 0;
+  MPI_Bcast(&length, 1, MPI_LONG_LONG, first, c.comm);
+  std::string text = first == rank ? mine : std::string(static_cast<std::size_t>(length), ' ');
+  MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, first, c.comm);
+  return "rank " + std::to_string(first) + ": " + text;
+}
+
+std::string broadcast(Collective const& c, std::string text) {
+  long long length = static_cast<long long>(text.size());
+  MPI_Bcast(&length, 1, MPI_LONG_LONG, 0, c.comm);
+  text.resize(static_cast<std::size_t>(length));
+  MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, 0, c.comm);
+  return text;
+}
+#else
+int rank_of(Collective const*) {
+  return 0;
+}
+#endif
+
+// The problem an IoFailure for `path` names, without "kembed: <path>: ".
+std::string problem_of(std::string const& path, IoFailure const& e) {
+  std::string const text = std::string(e.what()).substr(8);
+  return text.rfind(path + ": ", 0) == 0 ? text.substr(path.size() + 2) : text;
+}
+
+void require_parallel(Collective const* collective) {
+#if !defined(KEMBED_IO_PARALLEL)
+  if (collective)
+    throw Unsupported("collective", "this kembed_io was built with a serial HDF5; collective files need MPI");
+#else
+  (void)collective;
+#endif
+}
+
+}  // namespace
+
+h5::Handle access_list(Collective const* collective) {
+  require_parallel(collective);
+  h5::Handle fapl = h5::compatible_fapl();
+#if defined(KEMBED_IO_PARALLEL)
+  if (collective) H5Pset_fapl_mpio(fapl, collective->comm, MPI_INFO_NULL);
+#endif
+  return fapl;
+}
+
+h5::Handle transfer_list(Collective const* collective) {
+  require_parallel(collective);
+  if (!collective) return {};
+  h5::Handle dxpl = h5::plist(H5Pcreate(H5P_DATASET_XFER));
+#if defined(KEMBED_IO_PARALLEL)
+  H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
+#endif
+  return dxpl;
+}
+
+void write_slabs(std::string const& path, std::string const& what, std::function<void(hid_t root)> const& header,
+                 std::vector<SlabDataset> const& datasets, RowSlab const& slab, SaveOptions const& options,
+                 Collective const* collective) {
+  require_parallel(collective);
+  int const rank = rank_of(collective);
+  std::optional<StreamingFile> file;  // the first rank's: its destructor removes an unpublished file
+  std::string problem;
+  auto step = [&](auto&& f) {
+    try {
+      writing(path, what, f);
+    } catch (IoFailure const& e) {
+      problem = problem_of(path, e);
+    }
+  };
+  // One process writes its rows while creating the datasets.
+  if (rank == 0) step([&] {
+      file.emplace(path);
+      header(file->root());
+      for (auto const& d : datasets) {
+        file->create(d.name, d.file_type, d.rows, d.cols, options);
+        if (!collective) file->write_rows(d.name, d.mem_type, slab.first, slab.count, d.mine);
+      }
+      file->close();
+    });
+#if defined(KEMBED_IO_PARALLEL)
+  if (collective) {
+    auto agree = [&] {
+      auto const first = first_problem(*collective, problem);
+      if (!first.empty()) throw IoFailure(path, first);
+    };
+    agree();
+    std::string const temp = broadcast(*collective, rank == 0 ? file->temp_path() : std::string());
+    step([&] {
+      h5::Handle fapl = access_list(collective);
+      h5::Handle f = h5::file(H5Fopen(temp.c_str(), H5F_ACC_RDWR, fapl));
+      if (!f.valid()) throw std::runtime_error("opening it on every rank failed: " + h5::error_text());
+      h5::Handle dxpl = transfer_list(collective);
+      for (auto const& d : datasets) {
+        h5::Handle dset = h5::dataset(H5Dopen2(f, d.name, H5P_DEFAULT));
+        if (!dset.valid()) throw std::runtime_error(std::string("opening dataset '") + d.name + "' failed");
+        write_block(dset, d.name, d.mem_type, slab.first, slab.count, d.mine, dxpl);
+      }
+      if (H5Fclose(f.release()) < 0) throw std::runtime_error("closing it failed: " + h5::error_text());
+    });
+    agree();
+    if (rank == 0) step([&] { file->commit(); });
+    agree();
+    return;
+  }
+#endif
+  if (!problem.empty()) throw IoFailure(path, problem);
+  writing(path, what, [&] { file->commit(); });
+}
+
+}  // namespace kembed::io::detail

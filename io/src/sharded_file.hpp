@@ -1,0 +1,37 @@
+#pragma once
+// Files whose big datasets are written in row slabs, by one process or by every rank
+// of an MPI communicator (run files and checkpoints of a sharded job).
+#include "common.hpp"
+
+#include <kembed/io/job_files.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kembed::io::detail {
+
+// A dataset of `rows` rows (x cols; 0: 1-D) whose rows [slab.first, + slab.count)
+// come from this process, at `mine`.
+struct SlabDataset {
+  char const* name;
+  hid_t file_type, mem_type;
+  std::int64_t rows, cols;
+  void const* mine;
+};
+
+// Writes `path` crash-safely: the first rank (or the one process) creates the
+// temporary file, `header` writes its attributes and groups there, and the datasets
+// are created; then each process writes its rows (collectively through MPI-IO when
+// `collective` is given), and the first rank publishes the file. Any rank's failure
+// stops every rank with the same IoFailure, and nothing appears under `path`.
+void write_slabs(std::string const& path, std::string const& what, std::function<void(hid_t root)> const& header,
+                 std::vector<SlabDataset> const& datasets, RowSlab const& slab, SaveOptions const& options,
+                 Collective const* collective);
+
+// A file access list for reading `collective`ly (the default one when null), and the
+// matching transfer list (H5P_DEFAULT when null).
+h5::Handle access_list(Collective const* collective);
+h5::Handle transfer_list(Collective const* collective);
+
+}  // namespace kembed::io::detail

@@ -1,0 +1,324 @@
+#pragma once
+// The batch job's one code path (kembed/job/backward.hpp), for any team: a team
+// gives each rank its rows (the gradient it holds) and its part of every block of
+// positions (contiguous, in rank order), reads and writes files collectively, and
+// makes every rank throw the first rank's error. Every step that can fail on one
+// rank alone runs inside together(), so no rank waits for one that has stopped.
+#include <kembed/embedding.hpp>
+#include <kembed/job/settings.hpp>
+#include <kembed/io/error.hpp>
+#include <kembed/io/job_files.hpp>
+#include <kembed/io/run_file.hpp>
+#include <kembed/io/sha256.hpp>
+#include <kembed/io/table_file.hpp>
+#include <kembed/job/detail/support.hpp>
+
+#include <signal.h>
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <exception>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kembed::job::detail {
+
+template <class ExecutionSpace, class Team>
+class BackwardJob {
+  using clock = std::chrono::steady_clock;
+  using Layer = typename Team::template Layer<ExecutionSpace>;
+  using matrix_type = typename Layer::matrix_type;
+
+ public:
+  BackwardJob(ExecutionSpace const& space, Team const& team, BackwardSettings const& s, Observer const& observer)
+      : space_(space), team_(team), s_(s), observer_(observer) {}
+
+  BackwardReport run() {
+    auto const t_start = clock::now();
+    BackwardReport report;
+    if (s_.microbatch < 1)
+      throw InvalidArgument("microbatch", "--microbatch must be at least 1, got " + std::to_string(s_.microbatch));
+    if (s_.checkpoint_every < 0) throw InvalidArgument("checkpoint-every", "--checkpoint-every must be >= 0");
+    std::string const checkpoint_path = s_.checkpoint.empty() ? s_.out + ".checkpoint" : s_.checkpoint;
+    std::optional<io::Checkpoint> found;  // the first rank's look at the checkpoint path
+    together([&] {
+      if (team_.rank() == 0) found = check_job_paths(s_, checkpoint_path);
+    });
+    bool const resuming = !team_.broadcast(found ? "resume" : "").empty();
+    std::string job_id = team_.broadcast(team_.rank() == 0 ? make_run_id() : "");
+
+    // The table's settings (its values do not change the gradient, and are not read);
+    // command-line settings override the file's.
+    auto t0 = clock::now();
+    io::TableFile table;
+    together([&] { table = io::load_rows(s_.table, 0, 0); });
+    Options options;
+    if (table.config.has_padding()) options.padding_idx = table.config.padding_idx;
+    options.plan = table.config.plan;
+    options.mode = table.config.mode;
+    if (s_.no_padding) options.padding_idx.reset();
+    if (s_.padding_idx) options.padding_idx = s_.padding_idx;
+    if (s_.plan) options.plan = *s_.plan;
+    if (s_.mode) options.mode = *s_.mode;
+    auto const v = table.config.num_embeddings, d = table.config.embedding_dim;
+    std::optional<Layer> layer;
+    together([&] { layer.emplace(team_, space_, v, d, options); });
+    double const read_table_s = seconds(t0);
+
+    std::optional<io::BatchReader> batch;
+    together([&] {
+      batch.emplace(s_.batch, true, s_.ids_dataset, s_.dy_dataset, team_.collective());
+      if (batch->info().dim != d)
+        throw io::FileError(s_.batch, "/" + s_.dy_dataset,
+                            "has " + std::to_string(batch->info().dim) + " columns but the table " + s_.table +
+                                " has embedding_dim = " + std::to_string(d) + "; dy must be (T, embedding_dim)");
+    });
+    auto const t = batch->info().positions;
+
+    // The first rank hashes the inputs; the others learn the digests.
+    t0 = clock::now();
+    log("kembed backward: hashing the inputs");
+    io::InputIdentity table_id{"table", s_.table, "", 0}, batch_id{"batch", s_.batch, "", 0};
+    together([&] {
+      if (team_.rank() != 0) return;
+      table_id.sha256 = io::sha256_file(s_.table, &table_id.bytes);
+      batch_id.sha256 = io::sha256_file(s_.batch, &batch_id.bytes);
+    });
+    for (auto* id : {&table_id, &batch_id}) {
+      id->sha256 = team_.broadcast(id->sha256);
+      id->bytes = std::stoll(team_.broadcast(std::to_string(id->bytes)));
+    }
+    double const hash_s = seconds(t0);
+
+    std::string const backend = ExecutionSpace::name();
+    int const threads = static_cast<int>(space_.concurrency());
+    std::string const mode = std::string(to_string(layer->config().mode));
+    std::string const plan = std::string(to_string(layer->config().plan));
+    std::int64_t const padding = layer->config().padding_idx;
+    std::int64_t const first_row = layer->first_row(), rows = layer->row_count();
+
+    // The gradient (this rank's rows) starts at +0.0 and every call continues it in place.
+    matrix_type grad("kembed::job::gradient", rows, d);
+    std::vector<std::int64_t> counts(static_cast<std::size_t>(rows), 0);
+    std::int64_t position = 0, microbatches = 0;
+    double resumed_elapsed = 0;
+    if (resuming) {
+      together([&] {
+        auto ckpt = io::read_checkpoint(checkpoint_path, true, first_row, rows);
+        check_resumable(ckpt, checkpoint_path, table_id, batch_id, v, d, mode, padding, s_.microbatch, t);
+        Kokkos::deep_copy(grad, host_matrix(ckpt.gradient.data(), rows, d));
+        counts = std::move(ckpt.counts);
+        if (!ckpt.job_id.empty()) job_id = ckpt.job_id;  // the same job, continued
+        position = ckpt.position;
+        microbatches = ckpt.microbatches;
+        resumed_elapsed = ckpt.elapsed_seconds;
+      });
+      log("kembed backward: resuming from " + checkpoint_path + " at position " + with_commas(position) + " of " +
+          with_commas(t));
+    } else if (s_.resume) {
+      log("kembed backward: no checkpoint at " + checkpoint_path + "; starting from the beginning");
+    }
+    std::int64_t const resumed_from = position;
+
+    // Blocks of at least 64 Ki positions are read at once (each rank its part), and
+    // cut into calls on microbatch boundaries.
+    std::int64_t const block = std::max<std::int64_t>(s_.microbatch, 65536);
+    std::int64_t const part_max = std::min(block, t) / team_.size() + 1;
+    std::vector<std::int64_t> ids_h(static_cast<std::size_t>(part_max));
+    std::vector<float> dy_h(static_cast<std::size_t>(part_max * d));
+    double read_s = 0, backward_s = 0, checkpoint_s = 0;
+    std::int64_t last_checkpoint = position;
+    auto const crash_at = fault_position();
+    log("kembed backward: " + with_commas(t) + " positions, V = " + with_commas(v) + ", d = " + std::to_string(d) +
+        ", microbatch " + with_commas(s_.microbatch) + ", plan " + plan + ", mode " + mode + ", " + backend +
+        " with " + std::to_string(threads) + " thread(s)" +
+        (team_.size() > 1 ? " on each of " + std::to_string(team_.size()) + " ranks" : ""));
+    progress(position, t, resumed_from);
+    while (position < t) {
+      std::int64_t const n_block = std::min(t - position, block - block % s_.microbatch);
+      auto const [a, b] = part(position, n_block);
+      t0 = clock::now();
+      together([&] { read_part(*batch, a, b - a, v, ids_h, dy_h); });
+      read_s += seconds(t0);
+      t0 = clock::now();
+      // In mode deterministic each row's tree depends on the split, so --microbatch
+      // (a range of global positions) is the size of each call; otherwise the bits do
+      // not depend on it and the block is one call (docs/PERFORMANCE.md).
+      std::int64_t const call = layer->config().mode == Mode::deterministic ? s_.microbatch : n_block;
+      together([&] {
+        for (std::int64_t k = position; k < position + n_block; k += call) {
+          std::int64_t const n = std::min(call, position + n_block - k);
+          std::int64_t const lo = std::clamp(k, a, b), hi = std::clamp(k + n, a, b);  // this rank's part
+          layer->backward(space_, ids_h.data() + (lo - a), dy_h.data() + (lo - a) * d, hi - lo, grad,
+                          counts.data());
+          microbatches += (n + s_.microbatch - 1) / s_.microbatch;  // as the split would have had
+        }
+        space_.fence();
+      });
+      backward_s += seconds(t0);
+      position += n_block;
+      progress(position, t, resumed_from);
+      if (crash_at && position >= *crash_at) ::raise(SIGKILL);  // a test's simulated crash (fault_position)
+      if (s_.checkpoint_every > 0 && position < t && position - last_checkpoint >= s_.checkpoint_every) {
+        t0 = clock::now();
+        io::Checkpoint ckpt;
+        ckpt.job_id = job_id;
+        ckpt.position = position;
+        ckpt.microbatches = microbatches;
+        ckpt.microbatch_size = s_.microbatch;
+        ckpt.table_sha256 = table_id.sha256;
+        ckpt.batch_sha256 = batch_id.sha256;
+        ckpt.plan = plan;
+        ckpt.numeric_mode = mode;
+        ckpt.padding_idx = padding;
+        ckpt.elapsed_seconds = resumed_elapsed + seconds(t_start);
+        ckpt.rows = v;
+        ckpt.cols = d;
+        together([&] {
+          auto const g = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
+          io::write_checkpoint(checkpoint_path, ckpt, io::RowSlab{first_row, rows, g.data(), counts.data()},
+                               team_.collective());
+        });
+        last_checkpoint = position;
+        checkpoint_s += seconds(t0);
+      }
+    }
+
+    t0 = clock::now();
+    io::RunFile run;
+    run.run_id = s_.run_id.empty() ? team_.broadcast(team_.rank() == 0 ? make_run_id() : "") : s_.run_id;
+    run.backend = backend;
+    run.threads = threads;
+    run.ranks = team_.size();
+    run.plan = plan;
+    run.plan_used = layer->config().mode == Mode::identical
+                        ? std::string(to_string(layer->plan_for(std::min(s_.microbatch, t))))
+                    : layer->config().mode == Mode::deterministic ? "sort"
+                                                                  : "atomic";
+    run.plan_used = team_.broadcast(run.plan_used);  // the first rank's, on every rank
+    run.numeric_mode = mode;
+    run.padding_idx = padding;
+    run.positions = t;
+    run.microbatches = microbatches;
+    run.microbatch_size = s_.microbatch;
+    run.inputs = {table_id, batch_id};
+    run.rows = v;
+    run.cols = d;
+    run.command_line_json = io::json_array(s_.command_line);
+    run.configuration_json = settings_json(s_, layer->config(), backend, threads, team_.size(), resumed_from);
+    auto const g = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
+    run.gradient_sha256 = team_.sha256_in_rank_order(g.data(), g.size() * sizeof(float));
+    double const total_s = resumed_elapsed + seconds(t_start);
+    run.timings = {{"read_table_seconds", read_table_s}, {"hash_inputs_seconds", hash_s},
+                   {"read_batch_seconds", read_s},       {"backward_seconds", backward_s},
+                   {"checkpoint_seconds", checkpoint_s}, {"total_seconds", total_s}};
+    if (team_.size() > 1) run.timings.emplace_back("exchange_seconds", layer->exchange_seconds());
+    run.timings = timings_of_first_rank(run.timings);
+    io::SaveOptions save;
+    save.deflate = s_.deflate;
+    together([&] {
+      io::write_run(s_.out, run, io::RowSlab{first_row, rows, g.data(), counts.data()}, save, team_.collective());
+    });
+    if (team_.rank() == 0 && (s_.checkpoint_every > 0 || found)) {  // the job is done: its checkpoint goes
+      auto const note = remove_own_checkpoint(checkpoint_path, job_id, found ? &*found : nullptr);
+      if (!note.empty()) log("kembed backward: " + note);
+    }
+
+    report.out = s_.out;
+    report.gradient_sha256 = run.gradient_sha256;
+    report.plan_used = run.plan_used;
+    report.mode = mode;
+    report.backend = backend;
+    report.rows = v;
+    report.cols = d;
+    report.positions = t;
+    report.microbatches = microbatches;
+    report.microbatch_size = s_.microbatch;
+    report.resumed_from = resumed_from;
+    report.threads = threads;
+    report.ranks = team_.size();
+    report.bytes_exchanged = team_.sum(layer->bytes_sent());
+    report.exchange_seconds = layer->exchange_seconds();
+    report.read_table_seconds = read_table_s;
+    report.hash_seconds = hash_s;
+    report.read_seconds = read_s;
+    report.backward_seconds = backward_s;
+    report.checkpoint_seconds = checkpoint_s;
+    report.write_seconds = seconds(t0);
+    report.total_seconds = seconds(t_start);
+    return report;
+  }
+
+ private:
+  static double seconds(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
+  using host_matrix_type = Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  static host_matrix_type host_matrix(float const* data, std::int64_t rows, std::int64_t cols) {
+    return host_matrix_type(data, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols));
+  }
+
+  // Runs a step on every rank; if it failed on any, every rank throws the first's error.
+  template <class F>
+  void together(F&& step) const {
+    std::exception_ptr error;
+    try {
+      step();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    team_.agree(error);
+  }
+
+  // This rank's part [a, b) of the global positions [first, first + n): contiguous,
+  // in rank order, as even as integers allow (a rank's part may be empty).
+  std::pair<std::int64_t, std::int64_t> part(std::int64_t first, std::int64_t n) const {
+    auto const at = [&](int r) { return first + n / team_.size() * r + std::min<std::int64_t>(r, n % team_.size()); };
+    return {at(team_.rank()), at(team_.rank() + 1)};
+  }
+
+  // Reads positions [first, first + n) (a collective read with many ranks) and refuses
+  // an id outside [0, V) with its global position and the file's name.
+  void read_part(io::BatchReader const& batch, std::int64_t first, std::int64_t n, std::int64_t v,
+                 std::vector<std::int64_t>& ids, std::vector<float>& dy) const {
+    batch.read(first, n, ids.data(), dy.data());
+    for (std::int64_t i = 0; i < n; ++i) {
+      auto const id = ids[std::size_t(i)];
+      if (id < 0 || id >= v)
+        throw io::FileError(s_.batch, "/" + s_.ids_dataset,
+                            "holds " + std::to_string(id) + " at position " + std::to_string(first + i) +
+                                ", outside [0, " + std::to_string(v) + ") (the table's num_embeddings)");
+    }
+  }
+
+  // The first rank's timings, on every rank (the run file records one set).
+  std::vector<std::pair<std::string, double>> timings_of_first_rank(
+      std::vector<std::pair<std::string, double>> timings) const {
+    for (auto& [name, value] : timings) value = std::stod(team_.broadcast(std::to_string(value)));
+    return timings;
+  }
+
+  // A test's simulated crash: with KEMBED_TEST_KILL_AT=<rank>:<position>, that rank
+  // kills itself (SIGKILL, no clean-up) once its job has folded past <position>.
+  std::optional<std::int64_t> fault_position() const {
+    char const* spec = std::getenv("KEMBED_TEST_KILL_AT");
+    if (!spec) return std::nullopt;
+    std::string const text = spec;
+    auto const colon = text.find(':');
+    if (colon == std::string::npos || std::stoi(text.substr(0, colon)) != team_.rank()) return std::nullopt;
+    return std::stoll(text.substr(colon + 1));
+  }
+
+  void log(std::string const& text) const {
+    if (team_.rank() == 0 && observer_.log) observer_.log(text);
+  }
+  void progress(std::int64_t done, std::int64_t total, std::int64_t start) const {
+    if (team_.rank() == 0 && observer_.progress) observer_.progress(done, total, start);
+  }
+
+  ExecutionSpace space_;
+  Team const& team_;
+  BackwardSettings const& s_;
+  Observer const& observer_;
+};
+
+}  // namespace kembed::job::detail

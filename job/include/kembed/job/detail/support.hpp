@@ -1,0 +1,56 @@
+#pragma once
+// The batch job's parts that do not depend on the backend or the team (job/src).
+#include <kembed/io/job_files.hpp>
+#include <kembed/io/run_file.hpp>
+
+#include <cstdint>
+#include <exception>
+#include <optional>
+#include <string>
+
+namespace kembed::job {
+struct BackwardSettings;
+}
+
+namespace kembed::job::detail {
+
+// "1,234,567".
+std::string with_commas(std::int64_t n);
+// A run's id: UTC time, process id and a random tag.
+std::string make_run_id();
+
+// Refuses, before anything is read or written, a job that would replace or remove a
+// file it was not given for that: the output over an input, a checkpoint path that
+// is an input or the output, or a checkpoint path holding anything but a kembed
+// checkpoint. Returns the checkpoint found there (attributes only), if any.
+std::optional<io::Checkpoint> check_job_paths(BackwardSettings const& s, std::string const& checkpoint_path);
+
+// Removes the checkpoint only if it is still this job's: a kembed checkpoint with
+// this job's id (or, for one written before checkpoints carried ids, the one this
+// job resumed from, with the same inputs). Returns what it did, for the log.
+std::string remove_own_checkpoint(std::string const& path, std::string const& job_id,
+                                  io::Checkpoint const* resumed_legacy);
+
+// Refuses a checkpoint that belongs to another job than this one.
+void check_resumable(io::Checkpoint const& c, std::string const& path, io::InputIdentity const& table,
+                     io::InputIdentity const& batch, std::int64_t rows, std::int64_t cols, std::string const& mode,
+                     std::int64_t padding_idx, std::int64_t microbatch, std::int64_t positions);
+
+// The run file's record of the settings (JSON).
+std::string settings_json(BackwardSettings const& s, Config const& c, std::string const& backend, int threads,
+                          int ranks, std::int64_t resumed_from);
+
+// A failure of one rank, as text that every rank can rethrow as the same kembed
+// error: kind 0 bad input (kembed::Error), 1 a failed write (io::IoFailure, with its
+// path), 2 out of memory, 3 anything else.
+struct Failure {
+  int kind = -1;  // -1: none
+  std::string path, message;
+};
+Failure describe(std::exception_ptr error);
+[[noreturn]] void rethrow(Failure const& failure);
+
+// Peak resident memory of this process (VmHWM), in bytes; 0 where unknown.
+std::int64_t peak_rss_bytes();
+
+}  // namespace kembed::job::detail

@@ -1,0 +1,62 @@
+#pragma once
+// job::OneProcess: the batch job's team of one. It owns every row, reads every
+// position, and agrees with itself; kembed::mpi::Team is the same for many ranks.
+#include <kembed/embedding.hpp>
+#include <kembed/io/sha256.hpp>
+#include <kembed/job/detail/support.hpp>
+
+#include <cstdint>
+#include <exception>
+#include <string>
+
+namespace kembed::io {
+struct Collective;
+}
+
+namespace kembed::job {
+
+class OneProcess {
+ public:
+  int rank() const noexcept { return 0; }
+  int size() const noexcept { return 1; }
+  io::Collective const* collective() const noexcept { return nullptr; }  // files are opened as usual
+  void agree(std::exception_ptr error) const {
+    if (error) std::rethrow_exception(error);
+  }
+  std::string broadcast(std::string const& text) const { return text; }
+  std::int64_t sum(std::int64_t value) const { return value; }
+  std::string sha256_in_rank_order(void const* mine, std::size_t bytes) const { return io::sha256_hex(mine, bytes); }
+
+  // The backward of a whole table's rows, on positions this process read.
+  template <class ExecutionSpace>
+  class Layer {
+   public:
+    using matrix_type = typename Embedding<ExecutionSpace>::matrix_type;
+    Layer(OneProcess const&, ExecutionSpace const& space, std::int64_t rows, std::int64_t cols,
+          Options const& options)
+        : layer_(Embedding<ExecutionSpace>::backward_only(space, rows, cols, options)) {}
+    Config const& config() const noexcept { return layer_.config(); }
+    Plan plan_for(std::int64_t positions) const { return layer_.plan_for(positions); }
+    double exchange_seconds() const noexcept { return 0; }  // nothing to exchange
+    std::int64_t bytes_sent() const noexcept { return 0; }
+    std::int64_t first_row() const noexcept { return 0; }
+    std::int64_t row_count() const noexcept { return layer_.num_embeddings(); }
+    // Folds positions (ids, dy n x d, host) into `grad`, continuing it; adds each
+    // row's occurrences to `tally`.
+    void backward(ExecutionSpace const& space, std::int64_t const* ids, float const* dy, std::int64_t n,
+                  matrix_type const& grad, std::int64_t* tally) const {
+      using memory = typename ExecutionSpace::memory_space;
+      Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> ids_h(ids, n);
+      Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> dy_h(
+          dy, n, layer_.embedding_dim());
+      layer_.backward(space, Kokkos::create_mirror_view_and_copy(memory(), ids_h),
+                      Kokkos::create_mirror_view_and_copy(memory(), dy_h), grad, grad);
+      for (std::int64_t p = 0; p < n; ++p) ++tally[ids[p]];
+    }
+
+   private:
+    Embedding<ExecutionSpace> layer_;
+  };
+};
+
+}  // namespace kembed::job

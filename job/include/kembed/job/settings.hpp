@@ -1,0 +1,47 @@
+#pragma once
+// What a batch job (kembed/job/backward.hpp) is asked to do, and what it reports.
+#include <kembed/core/options.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kembed::job {
+
+// What the job does; the CLI fills it from its options.
+struct BackwardSettings {
+  std::string table, batch, out;
+  std::string ids_dataset = "ids", dy_dataset = "dy";
+  std::int64_t microbatch = 65536;
+  std::optional<Plan> plan;                 // default: the table file's
+  std::optional<Mode> mode;                 // default: the table file's
+  std::optional<std::int64_t> padding_idx;  // overrides the table file's
+  bool no_padding = false;
+  std::int64_t checkpoint_every = 0;  // positions; 0: no checkpoints
+  std::string checkpoint;             // default: <out>.checkpoint
+  bool resume = false;
+  bool deflate = false;
+  std::string run_id;                     // default: time, process and a random tag
+  std::vector<std::string> command_line;  // recorded in the run file's provenance
+};
+
+// What the job did, the same on every rank.
+struct BackwardReport {
+  std::string out, gradient_sha256, plan_used, mode, backend;
+  std::int64_t rows = 0, cols = 0, positions = 0, microbatches = 0, microbatch_size = 0, resumed_from = 0;
+  int threads = 0, ranks = 1;
+  std::int64_t bytes_exchanged = 0;  // by all ranks, to other ranks (ids and dy rows)
+  double exchange_seconds = 0;       // the first rank's share of backward_seconds spent exchanging
+  double read_table_seconds = 0, hash_seconds = 0, read_seconds = 0, backward_seconds = 0, checkpoint_seconds = 0,
+         write_seconds = 0, total_seconds = 0;
+};
+
+// Where the job reports while it runs (on the first rank only). Either may be empty.
+struct Observer {
+  std::function<void(std::string const&)> log;
+  std::function<void(std::int64_t done, std::int64_t total, std::int64_t start)> progress;
+};
+
+}  // namespace kembed::job

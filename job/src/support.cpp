@@ -1,0 +1,170 @@
+#include <kembed/job/backward.hpp>
+#include <kembed/job/detail/support.hpp>
+#include <kembed/job/paths.hpp>
+
+#include <kembed/io/error.hpp>
+#include <kembed/io/run_file.hpp>
+
+#include <unistd.h>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <new>
+#include <random>
+
+namespace kembed::job::detail {
+
+std::string with_commas(std::int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+std::string make_run_id() {
+  std::time_t const now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+  std::random_device device;
+  char id[64];
+  std::snprintf(id, sizeof id, "%s-%d-%04x", stamp, int(::getpid()), unsigned(device() & 0xffff));
+  return id;
+}
+
+std::optional<io::Checkpoint> check_job_paths(BackwardSettings const& s, std::string const& checkpoint_path) {
+  for (auto const& [option, input] : {std::pair{"--table", s.table}, std::pair{"--batch", s.batch}}) {
+    if (same_file(s.out, input))
+      throw InvalidArgument("out", "--out " + s.out + " is the same file as " + option + " " + input +
+                                       "; the run file would replace it. Give --out a path of its own");
+    if (same_file(checkpoint_path, input))
+      throw InvalidArgument("checkpoint", "--checkpoint " + checkpoint_path + " is the same file as " + option + " " +
+                                              input + "; a checkpoint needs a path of its own");
+  }
+  if (same_file(checkpoint_path, s.out))
+    throw InvalidArgument("checkpoint", "--checkpoint " + checkpoint_path + " is the same file as --out " + s.out +
+                                            "; a checkpoint needs a path of its own");
+  check_output_path("--out", s.out);
+  bool const uses_checkpoint = s.checkpoint_every > 0 || s.resume;
+  if (!uses_checkpoint || !path_exists(checkpoint_path)) {
+    if (s.checkpoint_every > 0) check_output_path("--checkpoint", checkpoint_path);
+    return std::nullopt;
+  }
+  // This job would overwrite, resume from and remove what is there: it must be a checkpoint.
+  io::Checkpoint found;
+  try {
+    found = io::read_checkpoint(checkpoint_path, false);
+  } catch (io::FileError const& e) {
+    std::string const why = std::string(e.what()).substr(std::string("kembed: ").size());
+    throw InvalidArgument("checkpoint", why + ". kembed writes, resumes and removes its checkpoint at " +
+                                            checkpoint_path +
+                                            ", so that path must be free or hold a kembed checkpoint; it was "
+                                            "left as it is");
+  }
+  if (!s.resume) {
+    throw InvalidArgument("checkpoint", checkpoint_path + " holds the checkpoint of an unfinished job (at position " +
+                                            with_commas(found.position) +
+                                            "); continue it with --resume, or remove it to start again");
+  }
+  return found;
+}
+
+std::string remove_own_checkpoint(std::string const& path, std::string const& job_id,
+                                  io::Checkpoint const* resumed_legacy) {
+  if (!path_exists(path)) return {};
+  io::Checkpoint there;
+  try {
+    there = io::read_checkpoint(path, false);
+  } catch (Error const&) {
+    return "left " + path + " alone: it is no longer a kembed checkpoint";
+  }
+  bool const ours = there.job_id.empty() ? resumed_legacy && resumed_legacy->job_id.empty() &&
+                                               there.table_sha256 == resumed_legacy->table_sha256 &&
+                                               there.batch_sha256 == resumed_legacy->batch_sha256
+                                         : there.job_id == job_id;
+  if (!ours) return "left " + path + " alone: it is another job's checkpoint";
+  ::unlink(path.c_str());
+  return {};
+}
+
+void check_resumable(io::Checkpoint const& c, std::string const& path, io::InputIdentity const& table,
+                     io::InputIdentity const& batch, std::int64_t rows, std::int64_t cols, std::string const& mode,
+                     std::int64_t padding_idx, std::int64_t microbatch, std::int64_t positions) {
+  auto mismatch = [&](std::string const& what) {
+    throw io::FileError(path, "",
+                        "belongs to another job (" + what + "); remove it, or give this job another --checkpoint path");
+  };
+  if (c.table_sha256 != table.sha256) mismatch("its table's SHA-256 differs from " + table.path + "'s");
+  if (c.batch_sha256 != batch.sha256) mismatch("its batch's SHA-256 differs from " + batch.path + "'s");
+  if (c.rows != rows || c.cols != cols) mismatch("its gradient has another shape");
+  if (c.numeric_mode != mode) mismatch("it ran in mode " + c.numeric_mode + ", this job in " + mode);
+  if (c.padding_idx != padding_idx) mismatch("its padding_idx differs");
+  // The identical fold does not depend on the split; the deterministic tree does.
+  if (mode != "identical" && c.microbatch_size != microbatch)
+    mismatch("mode " + mode + " needs the same --microbatch (" + std::to_string(c.microbatch_size) + ")");
+  if (c.position < 0 || c.position > positions) mismatch("its position is beyond the batch");
+}
+
+std::string settings_json(BackwardSettings const& s, Config const& c, std::string const& backend, int threads,
+                          int ranks, std::int64_t resumed_from) {
+  auto q = io::json_quote;
+  return "{\"table\": " + q(s.table) + ", \"batch\": " + q(s.batch) + ", \"ids_dataset\": " + q(s.ids_dataset) +
+         ", \"dy_dataset\": " + q(s.dy_dataset) + ", \"out\": " + q(s.out) +
+         ", \"microbatch\": " + std::to_string(s.microbatch) + ", \"plan\": " + q(std::string(to_string(c.plan))) +
+         ", \"numeric_mode\": " + q(std::string(to_string(c.mode))) +
+         ", \"padding_idx\": " + std::to_string(c.padding_idx) + ", \"backend\": " + q(backend) +
+         ", \"threads\": " + std::to_string(threads) + ", \"ranks\": " + std::to_string(ranks) +
+         ", \"checkpoint_every\": " + std::to_string(s.checkpoint_every) +
+         ", \"resumed_from\": " + std::to_string(resumed_from) + "}";
+}
+
+Failure describe(std::exception_ptr error) {
+  if (!error) return {};
+  try {
+    std::rethrow_exception(error);
+  } catch (io::IoFailure const& e) {
+    std::string text = std::string(e.what()).substr(8);
+    if (text.rfind(e.path() + ": ", 0) == 0) text = text.substr(e.path().size() + 2);
+    return {1, e.path(), text};
+  } catch (Error const& e) {
+    return {0, "", std::string(e.what()).substr(8)};
+  } catch (std::bad_alloc const&) {
+    return {2, "", "out of memory"};
+  } catch (std::exception const& e) {
+    return {3, "", e.what()};
+  } catch (...) {
+    return {3, "", "unknown exception"};
+  }
+}
+
+void rethrow(Failure const& f) {
+  switch (f.kind) {
+    case 0:
+      throw InvalidArgument("job", f.message);
+    case 1:
+      throw io::IoFailure(f.path, f.message);
+    case 2:
+      throw std::bad_alloc();
+    default:
+      throw std::runtime_error(f.message);
+  }
+}
+
+std::int64_t peak_rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  while (status >> key) {
+    if (key == "VmHWM:") {
+      std::int64_t kib = 0;
+      status >> kib;
+      return kib * 1024;
+    }
+    std::getline(status, key);
+  }
+  return 0;
+}
+
+}  // namespace kembed::job::detail

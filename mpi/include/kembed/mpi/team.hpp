@@ -1,0 +1,127 @@
+#pragma once
+// kembed::mpi::Team: the batch job (kembed/job/backward.hpp) over the ranks of an MPI
+// communicator. Each rank owns rows_of(V, ranks, rank) of the gradient, reads its
+// part of every block of positions collectively, folds through ShardedEmbedding,
+// and writes its rows of the run file collectively (parallel HDF5).
+#include <kembed/io/collective.hpp>
+#include <kembed/io/sha256.hpp>
+#include <kembed/job/detail/support.hpp>
+#include <kembed/mpi/sharded_embedding.hpp>
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <exception>
+#include <string>
+#include <vector>
+
+namespace kembed::mpi {
+
+class Team {
+ public:
+  explicit Team(MPI_Comm comm = MPI_COMM_WORLD) : collective_{comm} {
+    MPI_Comm_rank(comm, &rank_);
+    MPI_Comm_size(comm, &size_);
+  }
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+  MPI_Comm comm() const noexcept { return collective_.comm; }
+  io::Collective const* collective() const noexcept { return &collective_; }
+
+  // Every rank throws the lowest failing rank's error, as the same kind of kembed
+  // error with the same text; or none does.
+  void agree(std::exception_ptr error) const {
+    auto failure = job::detail::describe(error);
+    int const bad = failure.kind < 0 ? INT_MAX : rank_;
+    int first = INT_MAX;
+    detail::check(MPI_Allreduce(&bad, &first, 1, MPI_INT, MPI_MIN, comm()), "MPI_Allreduce");
+    if (first == INT_MAX) return;
+    int kind = failure.kind;
+    detail::check(MPI_Bcast(&kind, 1, MPI_INT, first, comm()), "MPI_Bcast");
+    failure.kind = kind;
+    failure.path = broadcast(failure.path, first);
+    failure.message = broadcast(failure.message, first);
+    job::detail::rethrow(failure);
+  }
+
+  std::int64_t sum(std::int64_t value) const {
+    std::int64_t total = 0;
+    detail::check(MPI_Allreduce(&value, &total, 1, MPI_INT64_T, MPI_SUM, comm()), "MPI_Allreduce");
+    return total;
+  }
+
+  std::string broadcast(std::string text, int root = 0) const {
+    long long length = static_cast<long long>(text.size());
+    detail::check(MPI_Bcast(&length, 1, MPI_LONG_LONG, root, comm()), "MPI_Bcast");
+    text.resize(static_cast<std::size_t>(length));
+    detail::check(MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, root, comm()), "MPI_Bcast");
+    return text;
+  }
+
+  // SHA-256 of every rank's bytes in rank order, on every rank: the first rank hashes
+  // its own, then each other rank's, received in pieces of at most 16 MiB (so no rank
+  // ever holds more than its own part and one piece).
+  std::string sha256_in_rank_order(void const* mine, std::size_t bytes) const {
+    constexpr std::size_t piece = std::size_t{1} << 24;
+    std::string digest;
+    if (rank_ == 0) {
+      io::Sha256 sha;
+      sha.update(mine, bytes);
+      std::vector<char> buffer(piece);
+      for (int r = 1; r < size_; ++r) {
+        unsigned long long left = 0;
+        detail::check(MPI_Recv(&left, 1, MPI_UNSIGNED_LONG_LONG, r, tag, comm(), MPI_STATUS_IGNORE), "MPI_Recv");
+        while (left > 0) {
+          int const n = static_cast<int>(std::min<unsigned long long>(left, piece));
+          detail::check(MPI_Recv(buffer.data(), n, MPI_CHAR, r, tag, comm(), MPI_STATUS_IGNORE), "MPI_Recv");
+          sha.update(buffer.data(), std::size_t(n));
+          left -= std::size_t(n);
+        }
+      }
+      digest = sha.hex_digest();
+    } else {
+      unsigned long long const total = bytes;
+      detail::check(MPI_Send(&total, 1, MPI_UNSIGNED_LONG_LONG, 0, tag, comm()), "MPI_Send");
+      auto const* p = static_cast<char const*>(mine);
+      for (std::size_t at = 0; at < bytes; at += piece) {
+        int const n = static_cast<int>(std::min(piece, bytes - at));
+        detail::check(MPI_Send(p + at, n, MPI_CHAR, 0, tag, comm()), "MPI_Send");
+      }
+    }
+    return broadcast(digest);
+  }
+
+  // The backward of this rank's rows, on the positions every rank read.
+  template <class ExecutionSpace>
+  class Layer {
+   public:
+    using matrix_type = typename ShardedEmbedding<ExecutionSpace>::matrix_type;
+    Layer(Team const& team, ExecutionSpace const& space, std::int64_t rows, std::int64_t cols,
+          Options const& options)
+        : sharded_(ShardedEmbedding<ExecutionSpace>::backward_only(team.comm(), space, rows, cols, options)) {}
+    Config const& config() const noexcept { return sharded_.config(); }
+    Plan plan_for(std::int64_t positions) const { return sharded_.plan_for(positions); }
+    double exchange_seconds() const noexcept { return sharded_.traffic().exchange_seconds; }
+    std::int64_t bytes_sent() const noexcept { return sharded_.traffic().bytes_sent; }
+    std::int64_t first_row() const noexcept { return sharded_.rows().begin; }
+    std::int64_t row_count() const noexcept { return sharded_.rows().size(); }
+    // Collective: each rank's positions go to their rows' owners, which fold them
+    // into `grad` (continuing it) and add their rows' occurrences to `tally`.
+    void backward(ExecutionSpace const&, std::int64_t const* ids, float const* dy, std::int64_t n,
+                  matrix_type const& grad, std::int64_t* tally) const {
+      auto const d = config().embedding_dim;
+      sharded_.backward(IdsRef(ids, Shape{n}), FloatsRef(dy, Shape{n, d}), grad, true, {}, tally);
+    }
+
+   private:
+    ShardedEmbedding<ExecutionSpace> sharded_;
+  };
+
+ private:
+  static constexpr int tag = 0x6b65;  // "ke"
+  io::Collective collective_;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace kembed::mpi

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# `mpiexec -n RANKS kembed backward` against one process, on the bundled dataset and on
+# generated cases: hot rows across slab and owner boundaries, V not divisible by the
+# ranks, ranks that own no referenced row or no row at all, ranks with an empty slab
+# (T < ranks), padding rows, every identical plan, mode deterministic with microbatch
+# splits, int64 and (with PYTHON) int32 ids. The run files' /gradient and /counts
+# must be byte-identical (h5dump -b) to the one process's. Then: a bad id stops every
+# rank with the one-process message and no output file; a rank killed mid-run stops
+# the job, and --resume with another number of ranks finishes with the same bits.
+#   job_ranks.sh KEMBED MPIEXEC RANKS WORKDIR KJV_DIR [PYTHON]
+set -euo pipefail
+kembed=$1 mpiexec=$2 ranks=$3 work=$4 kjv=$5 python=${6:-}
+rm -rf "$work" && mkdir -p "$work" && cd "$work"
+export KOKKOS_NUM_THREADS=1
+run_ranks() { "$mpiexec" -n "$1" --oversubscribe "$kembed" -q backward "${@:2}"; }
+checked=0
+# Byte comparison of a run file's datasets with the one process's.
+same_datasets() {
+  local a=$1 b=$2 what=$3
+  for d in gradient counts; do
+    h5dump -d "/$d" -b LE -o "a.$d.bin" "$a" >/dev/null
+    h5dump -d "/$d" -b LE -o "b.$d.bin" "$b" >/dev/null
+    if ! cmp -s "a.$d.bin" "b.$d.bin"; then
+      echo "job_ranks: $what: /$d differs between one process and $ranks ranks" >&2
+      "$kembed" diff "$a" "$b" >&2 || true
+      exit 1
+    fi
+  done
+  [[ $(h5dump -a /ranks "$b" | grep -c "(0): $ranks") -eq 1 ]] || { echo "job_ranks: $what: /ranks is not $ranks" >&2; exit 1; }
+  checked=$((checked + 1))
+}
+# One process (no mpiexec) and RANKS ranks on the same arguments.
+compare() {
+  local name=$1
+  shift
+  "$kembed" -q backward "$@" --out "one-$name.h5" >/dev/null
+  run_ranks "$ranks" "$@" --out "many-$name.h5" >/dev/null
+  same_datasets "one-$name.h5" "many-$name.h5" "$name"
+}
+
+# The bundled dataset: the README's SHA-256.
+out=$(run_ranks "$ranks" --table "$kjv/table.h5" --batch "$kjv/batch.h5" --out kjv.h5 2>&1)
+grep -q "SHA-256 3e1ca048975c16830bc0ba0144b941f7dcb7c1f41bdb26a20b256dfad9a88a67" <<<"$out" ||
+  { echo "job_ranks: the bundled job on $ranks ranks: $out" >&2; exit 1; }
+[[ $(grep -c "SHA-256" <<<"$out") -eq 1 ]] || { echo "job_ranks: more than one rank printed: $out" >&2; exit 1; }
+compare kjv --table "$kjv/table.h5" --batch "$kjv/batch.h5"
+
+# V = 1001 (not divisible by 2, 3 or 4), Zipf ids: hot rows in every slab, owned by rank 0.
+"$kembed" -q make-table --out t1001.h5 --rows 1001 --dim 8 --seed 1 --padding-idx 0 >/dev/null
+"$kembed" -q make-batch --out zipf.h5 --zipf 1001 --positions 9001 --dim 8 --seed 2 >/dev/null
+for plan in scan sort bucket auto; do
+  compare "zipf-$plan" --table t1001.h5 --batch zipf.h5 --plan "$plan"
+done
+compare zipf-nopad --table t1001.h5 --batch zipf.h5 --no-padding
+compare zipf-pad-last --table t1001.h5 --batch zipf.h5 --padding-idx -1
+for mb in 1 7 4096; do
+  compare "zipf-det-$mb" --table t1001.h5 --batch zipf.h5 --mode deterministic --microbatch "$mb"
+done
+# Every id among the first 5 rows: the other ranks own no referenced row. Hot rows
+# straddle the owner boundary of rows_of(V, P) when V is small.
+printf '0 1 2 3 4 4 4 3 ' >few.txt
+"$kembed" -q make-batch --out few.h5 --tokens few.txt --repeat 300 --vocab 1001 --dim 8 --seed 3 >/dev/null
+compare few --table t1001.h5 --batch few.h5
+"$kembed" -q make-table --out t7.h5 --rows 7 --dim 3 --seed 4 >/dev/null
+printf '1 2 1 2 5 6 3 1 ' >hot.txt
+"$kembed" -q make-batch --out hot.h5 --tokens hot.txt --repeat 50 --vocab 7 --dim 3 --seed 5 >/dev/null
+compare hot-boundary --table t7.h5 --batch hot.h5 --mode deterministic --microbatch 3
+# V < ranks (a rank without rows) and T < ranks (ranks with empty slabs).
+"$kembed" -q make-table --out t3.h5 --rows 3 --dim 5 --seed 6 >/dev/null
+printf '2 0 ' >two.txt
+"$kembed" -q make-batch --out two.h5 --tokens two.txt --vocab 3 --dim 5 --seed 7 >/dev/null
+compare tiny --table t3.h5 --batch two.h5
+compare tiny-det --table t3.h5 --batch two.h5 --mode deterministic --microbatch 1
+# int32 ids (a plain HDF5 file, as h5py writes it).
+if [[ -n $python ]]; then
+  "$python" - <<'PY'
+import h5py, numpy as np
+with h5py.File("zipf.h5", "r") as f:
+    ids, dy = f["ids"][...], f["dy"][...]
+with h5py.File("int32.h5", "w") as g:
+    g["tokens"] = ids.astype(np.int32)
+    g["grad"] = dy
+PY
+  compare int32 --table t1001.h5 --batch int32.h5 --ids-dataset tokens --dy-dataset grad
+fi
+
+# A bad id on a later rank's slab: every rank stops with the one-process message.
+printf '1 2 3 4 5 6 ' >bad.txt
+"$kembed" -q make-batch --out bad.h5 --tokens bad.txt --repeat 20 --vocab 7 --dim 5 --seed 8 >/dev/null
+set +e
+"$kembed" -q backward --table t3.h5 --batch bad.h5 --out one-bad.h5 2>one-bad.err
+one_status=$?
+run_ranks "$ranks" --table t3.h5 --batch bad.h5 --out many-bad.h5 2>many-bad.err
+many_status=$?
+set -e
+[[ $one_status -eq 2 && $many_status -ne 0 ]] || { echo "job_ranks: bad id: exit $one_status / $many_status" >&2; exit 1; }
+[[ ! -e many-bad.h5 ]] || { echo "job_ranks: a failed job left many-bad.h5" >&2; exit 1; }
+grep -q "holds 3 at position 2," many-bad.err || { echo "job_ranks: bad id message:" >&2; cat many-bad.err >&2; exit 1; }
+[[ $(grep -c "kembed: error" many-bad.err) -eq 1 ]] || { echo "job_ranks: the error was not printed once:" >&2; cat many-bad.err >&2; exit 1; }
+checked=$((checked + 1))
+
+# A rank killed mid-run: no output file; resumed with another number of ranks (and
+# with one process), the same bits as the uninterrupted one-process run.
+"$kembed" -q make-table --out t5003.h5 --rows 5003 --dim 8 --seed 9 >/dev/null
+"$kembed" -q make-batch --out long.h5 --zipf 5003 --positions 300000 --dim 8 --seed 10 >/dev/null
+for mode in identical deterministic; do
+  args=(--table t5003.h5 --batch long.h5 --mode "$mode" --microbatch 1000 --checkpoint-every 65536)
+  "$kembed" -q backward "${args[@]}" --out "one-long-$mode.h5" >/dev/null
+  victim=$((ranks - 1))
+  set +e
+  KEMBED_TEST_KILL_AT="$victim:140000" run_ranks "$ranks" "${args[@]}" --out "killed-$mode.h5" >/dev/null 2>&1
+  status=$?
+  set -e
+  [[ $status -ne 0 ]] || { echo "job_ranks: the job with a killed rank exited 0" >&2; exit 1; }
+  [[ ! -e "killed-$mode.h5" ]] || { echo "job_ranks: a killed job left its output" >&2; exit 1; }
+  [[ -e "killed-$mode.h5.checkpoint" ]] || { echo "job_ranks: the killed job left no checkpoint" >&2; exit 1; }
+  other=$((ranks % 4 + 1))  # resume with another number of ranks
+  cp "killed-$mode.h5.checkpoint" "again-$mode.h5.checkpoint"
+  run_ranks "$other" "${args[@]}" --out "killed-$mode.h5" --resume >/dev/null
+  same_datasets_ranks=$ranks
+  ranks=$other same_datasets "one-long-$mode.h5" "killed-$mode.h5" "resumed $mode on $other ranks"
+  [[ ! -e "killed-$mode.h5.checkpoint" ]] || { echo "job_ranks: the finished job left its checkpoint" >&2; exit 1; }
+  "$kembed" -q backward "${args[@]}" --out "again-$mode.h5" --resume >/dev/null  # one process
+  ranks=1 same_datasets "one-long-$mode.h5" "again-$mode.h5" "resumed $mode as one process"
+  ranks=$same_datasets_ranks
+done
+echo "job_ranks: $checked cases on $ranks rank(s): datasets byte-identical to one process"
