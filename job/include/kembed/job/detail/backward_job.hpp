@@ -137,7 +137,8 @@ class BackwardJob {
     progress(position, t, resumed_from);
     while (position < t) {
       std::int64_t const n_block = std::min(t - position, block - block % s_.microbatch);
-      auto const [a, b] = part(position, n_block);
+      auto const range = part(position, n_block);
+      std::int64_t const a = range.first, b = range.second;  // (lambdas cannot capture bindings in C++17)
       t0 = clock::now();
       together([&] { read_part(*batch, a, b - a, v, ids_h, dy_h); });
       read_s += seconds(t0);
