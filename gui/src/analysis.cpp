@@ -53,6 +53,7 @@ Dataset load(std::string const& path) {
     };
     d.provenance = {{"backend", run.backend},
                     {"threads", std::to_string(run.threads)},
+                    {"MPI ranks", std::to_string(run.ranks)},
                     {"plan asked", run.plan},
                     {"plan used", run.plan_used},
                     {"numeric mode", run.numeric_mode},

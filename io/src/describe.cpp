@@ -47,7 +47,7 @@ std::vector<char const*> format_attributes(std::string const& format) {
             "embedding_dim", "padding_idx",    "plan",       "numeric_mode"};
   if (format == run_format)
     return {"format",          "kembed_version", "run_id",        "created",
-            "backend",         "threads",        "plan",          "plan_used",
+            "backend",         "threads",        "ranks",         "plan",          "plan_used",
             "numeric_mode",    "padding_idx",    "positions",     "microbatches",
             "microbatch_size", "num_embeddings", "embedding_dim", "gradient_sha256"};
   if (format == batch_format) return {"format", "kembed_version", "created_by", "num_embeddings", "source", "seed"};

@@ -5,6 +5,7 @@
 #include <kembed/io/collective.hpp>
 #endif
 
+#include <algorithm>
 #include <optional>
 #include <stdexcept>
 
@@ -84,9 +85,16 @@ h5::Handle transfer_list(Collective const* collective) {
 
 void write_slabs(std::string const& path, std::string const& what, std::function<void(hid_t root)> const& header,
                  std::vector<SlabDataset> const& datasets, RowSlab const& slab, SaveOptions const& options,
-                 Collective const* collective) {
+                 Collective const* collective, std::string const& bad_input) {
   require_parallel(collective);
   int const rank = rank_of(collective);
+#if defined(KEMBED_IO_PARALLEL)
+  if (collective) {
+    auto const first = first_problem(*collective, bad_input);
+    if (!first.empty()) throw InvalidArgument("rows", first);
+  }
+#endif
+  if (!bad_input.empty()) throw InvalidArgument("rows", bad_input);
   std::optional<StreamingFile> file;  // the first rank's: its destructor removes an unpublished file
   std::string problem;
   auto step = [&](auto&& f) {
@@ -122,7 +130,17 @@ void write_slabs(std::string const& path, std::string const& what, std::function
       for (auto const& d : datasets) {
         h5::Handle dset = h5::dataset(H5Dopen2(f, d.name, H5P_DEFAULT));
         if (!dset.valid()) throw std::runtime_error(std::string("opening dataset '") + d.name + "' failed");
-        write_block(dset, d.name, d.mem_type, slab.first, slab.count, d.mine, dxpl);
+        // In pieces of at most 64 MiB a rank: a filtered collective write holds its
+        // whole selection's chunks in memory, which would double a rank's rows.
+        std::int64_t const row_bytes = std::int64_t(H5Tget_size(d.mem_type)) * std::max<std::int64_t>(d.cols, 1);
+        std::int64_t const piece = std::max<std::int64_t>(1, (std::int64_t{64} << 20) / row_bytes);
+        std::int64_t pieces = (slab.count + piece - 1) / piece, most = 0;
+        MPI_Allreduce(&pieces, &most, 1, MPI_INT64_T, MPI_MAX, collective->comm);  // every rank calls as often
+        auto const* bytes = static_cast<char const*>(d.mine);
+        for (std::int64_t k = 0; k < most; ++k) {
+          std::int64_t const at = std::min(k * piece, slab.count), n = std::min(piece, slab.count - at);
+          write_block(dset, d.name, d.mem_type, slab.first + at, n, bytes ? bytes + at * row_bytes : nullptr, dxpl);
+        }
       }
       if (H5Fclose(f.release()) < 0) throw std::runtime_error("closing it failed: " + h5::error_text());
     });

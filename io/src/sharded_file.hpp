@@ -25,9 +25,11 @@ struct SlabDataset {
 // are created; then each process writes its rows (collectively through MPI-IO when
 // `collective` is given), and the first rank publishes the file. Any rank's failure
 // stops every rank with the same IoFailure, and nothing appears under `path`.
+// `bad_input` is this process's objection to its own rows (empty: none): if any rank
+// has one, every rank throws the first rank's as InvalidArgument, before any file.
 void write_slabs(std::string const& path, std::string const& what, std::function<void(hid_t root)> const& header,
                  std::vector<SlabDataset> const& datasets, RowSlab const& slab, SaveOptions const& options,
-                 Collective const* collective);
+                 Collective const* collective, std::string const& bad_input = {});
 
 // A file access list for reading `collective`ly (the default one when null), and the
 // matching transfer list (H5P_DEFAULT when null).

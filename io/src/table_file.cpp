@@ -1,4 +1,5 @@
 #include "common.hpp"
+#include "sharded_file.hpp"
 
 #include <kembed/core/validate.hpp>
 #include <kembed/io/error.hpp>
@@ -60,26 +61,44 @@ OpenTable open_table(std::string const& path) {
 }  // namespace
 
 void save_table(std::string const& path, float const* weight, Config const& config, SaveOptions const& options) {
+  if (!weight) throw InvalidArgument("weight", "weight has no data (a null pointer)");
+  save_table(path, weight, 0, config.num_embeddings, config, options);
+}
+
+void save_table(std::string const& path, float const* rows, std::int64_t first_row, std::int64_t row_count,
+                Config const& config, SaveOptions const& options, Collective const* collective) {
   // Everything is checked before the temporary file exists.
   auto const checked = make_config(config.num_embeddings, config.embedding_dim, options_of(config));
-  if (!weight) throw InvalidArgument("weight", "weight has no data (a null pointer)");
-  auto const n = checked.num_embeddings * checked.embedding_dim;
-  auto const bad = first_non_finite(weight, n);
-  if (bad < n) throw_non_finite("weight", bad, weight[bad], checked.embedding_dim, "row");
-
-  detail::writing(path, "saving failed, the file is unchanged", [&] {
-    detail::StreamingFile out(path);
-    hid_t const file = out.root();
+  auto const v = checked.num_embeddings, d = checked.embedding_dim;
+  if (first_row < 0 || row_count < 0 || first_row > v || row_count > v - first_row)
+    throw InvalidArgument("rows", "rows [" + std::to_string(first_row) + ", +" + std::to_string(row_count) +
+                                      ") are not rows of a table of " + std::to_string(v));
+  if (!collective && (first_row != 0 || row_count != v))
+    throw InvalidArgument("rows", "one process saves the whole table: rows [0, " + std::to_string(v) + ")");
+  auto check_rows = [&] {
+    if (row_count > 0 && !rows) throw InvalidArgument("weight", "weight has no data (a null pointer)");
+    auto const n = row_count * d;
+    auto const bad = n > 0 ? first_non_finite(rows, n) : n;
+    if (bad < n) throw_non_finite("weight", first_row * d + bad, rows[bad], d, "row");
+  };
+  std::string bad_input;  // many ranks: every rank learns of any rank's bad rows
+  if (!collective) check_rows();
+  try {
+    if (collective) check_rows();
+  } catch (Error const& e) {
+    bad_input = std::string(e.what()).substr(8);
+  }
+  auto header = [&](hid_t file) {
     detail::write_identity(file, table_format, &options);
-    h5::write_int64(file, "num_embeddings", checked.num_embeddings);
-    h5::write_int64(file, "embedding_dim", checked.embedding_dim);
+    h5::write_int64(file, "num_embeddings", v);
+    h5::write_int64(file, "embedding_dim", d);
     h5::write_int64(file, "padding_idx", checked.padding_idx);
     h5::write_string(file, "plan", std::string(to_string(checked.plan)));
     h5::write_string(file, "numeric_mode", std::string(to_string(checked.mode)));
-    out.write_whole("weight", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, weight, checked.num_embeddings, checked.embedding_dim,
-                    options);
-    out.commit();
-  });
+  };
+  detail::write_slabs(path, "saving failed, the file is unchanged", header,
+                      {{"weight", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, v, d, rows}},
+                      RowSlab{first_row, row_count, rows, nullptr}, options, collective, bad_input);
 }
 
 TableFile load_table(std::string const& path) {

@@ -99,6 +99,18 @@ grep -q "holds 3 at position 2," many-bad.err || { echo "job_ranks: bad id messa
 [[ $(grep -c "kembed: error" many-bad.err) -eq 1 ]] || { echo "job_ranks: the error was not printed once:" >&2; cat many-bad.err >&2; exit 1; }
 checked=$((checked + 1))
 
+# Other commands would each run whole on every rank: refused.
+if ((ranks > 1)); then
+  set +e
+  "$mpiexec" -n "$ranks" --oversubscribe "$kembed" -q forward --table t3.h5 --ids two.h5 --out y.h5 2>forward.err
+  status=$?
+  set -e
+  [[ $status -ne 0 && ! -e y.h5 ]] || { echo "job_ranks: forward ran on $ranks ranks" >&2; exit 1; }
+  grep -q "only \`kembed backward\` runs on many MPI ranks" forward.err ||
+    { echo "job_ranks: forward's refusal:" >&2; cat forward.err >&2; exit 1; }
+  checked=$((checked + 1))
+fi
+
 # A rank killed mid-run: no output file; resumed with another number of ranks (and
 # with one process), the same bits as the uninterrupted one-process run.
 "$kembed" -q make-table --out t5003.h5 --rows 5003 --dim 8 --seed 9 >/dev/null

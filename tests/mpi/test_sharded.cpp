@@ -7,7 +7,13 @@
 #include "support/test_support.hpp"
 
 #include <kembed/core/synthetic.hpp>
+#include <kembed/io/collective.hpp>
+#include <kembed/io/table_file.hpp>
 #include <kembed/mpi/sharded_embedding.hpp>
+
+#include <unistd.h>
+#include <cstdlib>
+#include <filesystem>
 
 #include <limits>
 #include <optional>
@@ -205,6 +211,82 @@ TEST(ShardingForward, RowsComeBackInEachRanksOrder) {
                   table.begin() + (ids[std::size_t(p)] + 1) * c.d);
     EXPECT_TRUE(test::same_bits(y, want)) << c.name;
   }
+}
+
+TEST(ShardingForward, ATableShardAsAViewInTheSpacesMemory) {
+  auto const c = cases().front();
+  auto const table = test::table_for(c.v, c.d);
+  auto const ids = ids_for(c);
+  auto const mine = mpi::rows_of(c.v, rank_count(), my_rank());
+  FloatsRef const host(table.data() + mine.begin * c.d, Shape{mine.size(), c.d});
+  Kokkos::View<float**, Kokkos::LayoutRight, Space::memory_space> rows("rows", mine.size(), c.d);
+  Kokkos::deep_copy(rows, Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                              host.data, mine.size(), c.d));
+  Sharded from_host(MPI_COMM_WORLD, Space(), c.v, c.d, host);
+  Sharded from_view(MPI_COMM_WORLD, Space(), c.v, c.d, Sharded::Local::const_matrix_type(rows));
+  auto const [p0, p1] = slab(0, c.t);
+  IdsRef const slab_ids(ids.data() + p0, Shape{p1 - p0});
+  EXPECT_TRUE(test::same_bits(from_view.forward(slab_ids), from_host.forward(slab_ids)));
+}
+
+// A folder every rank sees (the first rank makes it), removed at the end.
+struct SharedFolder {
+  std::string path;
+  SharedFolder() {
+    std::string made;
+    if (my_rank() == 0) {
+      std::string pattern = (std::filesystem::temp_directory_path() / "kembed-mpi-XXXXXX").string();
+      made = ::mkdtemp(pattern.data()) ? pattern : "";
+    }
+    long long n = static_cast<long long>(made.size());
+    MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    made.resize(std::size_t(n));
+    MPI_Bcast(made.data(), int(n), MPI_CHAR, 0, MPI_COMM_WORLD);
+    path = made;
+  }
+  ~SharedFolder() {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (my_rank() == 0 && !path.empty()) std::filesystem::remove_all(path);
+  }
+};
+
+TEST(ShardingFiles, EachRankSavesItsRowsIntoOneTable) {
+  SharedFolder folder;
+  ASSERT_FALSE(folder.path.empty());
+  io::Collective const world{MPI_COMM_WORLD};
+  for (auto const& c : cases()) {
+    auto const table = test::table_for(c.v, c.d);
+    auto const mine = mpi::rows_of(c.v, rank_count(), my_rank());
+    Options o;
+    o.padding_idx = c.padding;
+    auto const config = make_config(c.v, c.d, o);
+    std::string const many = folder.path + "/many-" + c.name + ".h5", one = folder.path + "/one-" + c.name + ".h5";
+    io::save_table(many, table.data() + mine.begin * c.d, mine.begin, mine.size(), config, {}, &world);
+    if (my_rank() == 0) io::save_table(one, table.data(), config);
+    MPI_Barrier(MPI_COMM_WORLD);
+    auto const a = io::load_table(many), b = io::load_table(one);
+    EXPECT_TRUE(test::same_bits(a.weight, b.weight)) << c.name;
+    EXPECT_EQ(a.config.padding_idx, b.config.padding_idx) << c.name;
+    auto const back = io::load_rows(many, mine.begin, mine.size());
+    EXPECT_TRUE(test::same_bits(back.weight, std::vector<float>(table.begin() + mine.begin * c.d,
+                                                                table.begin() + mine.end * c.d)))
+        << c.name;
+  }
+  // A NaN in the last rank's rows: every rank stops with the one message, no file.
+  auto const c = cases().front();
+  auto table = test::table_for(c.v, c.d);
+  table[std::size_t((c.v - 1) * c.d + 2)] = std::numeric_limits<float>::quiet_NaN();
+  auto const mine = mpi::rows_of(c.v, rank_count(), my_rank());
+  std::string const bad = folder.path + "/bad.h5";
+  try {
+    io::save_table(bad, table.data() + mine.begin * c.d, mine.begin, mine.size(), make_config(c.v, c.d, {}), {},
+                   &world);
+    ADD_FAILURE() << "a NaN was saved";
+  } catch (InvalidArgument const& e) {
+    EXPECT_NE(std::string(e.what()).find("row " + std::to_string(c.v - 1)), std::string::npos) << e.what();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_FALSE(std::filesystem::exists(bad));
 }
 
 }  // namespace

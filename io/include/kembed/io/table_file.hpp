@@ -10,6 +10,8 @@
 
 namespace kembed::io {
 
+struct Collective;  // an MPI communicator, in <kembed/io/collective.hpp>
+
 inline constexpr char const* table_format = "kembed-embedding-1";
 
 struct SaveOptions {
@@ -33,6 +35,14 @@ struct TableFile {
 // folder, synced, and renamed over `path`; a failed save leaves `path` as it was.
 void save_table(std::string const& path, float const* weight, Config const& config, SaveOptions const& options = {});
 
+// A table saved by row slabs: rows [first_row, first_row + row_count) of the table
+// `config` describes, at `rows` (row-major). With `collective`
+// (<kembed/io/collective.hpp>), every rank calls it with the same config and its own
+// rows, the slabs covering the table in rank order (kembed::mpi::rows_of), and the
+// file's /weight is byte for byte the one process's; a non-finite value on any rank
+// stops every rank before anything is written. Without, the slab is the whole table.
+void save_table(std::string const& path, float const* rows, std::int64_t first_row, std::int64_t row_count,
+                Config const& config, SaveOptions const& options, Collective const* collective = nullptr);
 TableFile load_table(std::string const& path);
 // Rows [first, first + count) of a kembed table, read by hyperslab.
 TableFile load_rows(std::string const& path, std::int64_t first, std::int64_t count);

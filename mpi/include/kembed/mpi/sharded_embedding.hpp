@@ -80,18 +80,24 @@ class ShardedEmbedding {
   // padding row, given in [-V, V) as there, is folded (to zero) by its owner.
   ShardedEmbedding(MPI_Comm comm, ExecutionSpace const& space, std::int64_t num_embeddings, std::int64_t embedding_dim,
                    FloatsRef const& local_rows, Options const& options = {})
-      : ShardedEmbedding(comm, space, num_embeddings, embedding_dim, &local_rows, options) {}
+      : ShardedEmbedding(comm, space, num_embeddings, embedding_dim, &local_rows, nullptr, options) {}
+  // Collective. As above, from this rank's rows already in the space's memory (a
+  // (rows().size(), d) view, copied as Embedding::from_pretrained copies).
+  ShardedEmbedding(MPI_Comm comm, ExecutionSpace const& space, std::int64_t num_embeddings, std::int64_t embedding_dim,
+                   typename Local::const_matrix_type const& local_rows, Options const& options = {})
+      : ShardedEmbedding(comm, space, num_embeddings, embedding_dim, nullptr, &local_rows, options) {}
 
   // Collective. For the backward alone (Embedding::backward_only): no rank holds
   // table rows, and forward() refuses.
   static ShardedEmbedding backward_only(MPI_Comm comm, ExecutionSpace const& space, std::int64_t num_embeddings,
                                         std::int64_t embedding_dim, Options const& options = {}) {
-    return ShardedEmbedding(comm, space, num_embeddings, embedding_dim, nullptr, options);
+    return ShardedEmbedding(comm, space, num_embeddings, embedding_dim, nullptr, nullptr, options);
   }
 
  private:
   ShardedEmbedding(MPI_Comm comm, ExecutionSpace const& space, std::int64_t num_embeddings, std::int64_t embedding_dim,
-                   FloatsRef const* local_rows, Options const& options)
+                   FloatsRef const* local_rows, typename Local::const_matrix_type const* local_view,
+                   Options const& options)
       : comm_(comm), space_(space), config_(make_config(num_embeddings, embedding_dim, options)) {
     MPI_Comm_size(comm_, &ranks_);
     MPI_Comm_rank(comm_, &rank_);
@@ -102,6 +108,9 @@ class ShardedEmbedding {
     std::string error;
     try {
       if (local_rows) check_table_shape("local_rows", local_rows->shape, rows_.size(), embedding_dim);
+      if (local_view)
+        check_table_shape("local_rows", Shape{std::int64_t(local_view->extent(0)), std::int64_t(local_view->extent(1))},
+                          rows_.size(), embedding_dim);
       if (rows_.size() > 0) {
         Options local = options;
         local.padding_idx.reset();
@@ -109,6 +118,8 @@ class ShardedEmbedding {
           local.padding_idx = config_.padding_idx - rows_.begin;
         if (local_rows)
           layer_.emplace(space, rows_.size(), embedding_dim, *local_rows, local);
+        else if (local_view)
+          layer_.emplace(Local::from_pretrained(space, *local_view, local));
         else
           layer_.emplace(Local::backward_only(space, rows_.size(), embedding_dim, local));
       }

@@ -208,6 +208,7 @@ class BackwardJob {
     run.cols = d;
     run.command_line_json = io::json_array(s_.command_line);
     run.configuration_json = settings_json(s_, layer->config(), backend, threads, team_.size(), resumed_from);
+    log("kembed backward: hashing the gradient and writing " + s_.out);
     auto const g = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
     run.gradient_sha256 = team_.sha256_in_rank_order(g.data(), g.size() * sizeof(float));
     double const total_s = resumed_elapsed + seconds(t_start);
