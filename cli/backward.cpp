@@ -11,6 +11,7 @@
 #include <kembed/io/sha256.hpp>
 #include <kembed/io/table_file.hpp>
 #include <kembed/job/backward.hpp>
+#include <kembed/job/detail/io_worker.hpp>
 #include <kembed/job/one_process.hpp>
 #include <kembed/job/paths.hpp>
 #if defined(KEMBED_CLI_MPI)
@@ -18,6 +19,7 @@
 #endif
 
 #include <chrono>
+#include <future>
 #include <cstdio>
 #include <optional>
 #include <utility>
@@ -123,25 +125,53 @@ int forward(ForwardArgs const& args) {
   table.weight = {};
   io::BatchReader ids(args.ids, false, args.ids_dataset);
   auto const t = ids.info().positions;
-  auto const table_sha = io::sha256_file(args.table);
-  auto const ids_sha = io::sha256_file(args.ids);
-  io::ForwardWriter out(args.out, t, d, table_sha, ids_sha);
+  // The inputs are hashed on a thread of their own; ids are read and y written on
+  // another (one HDF5 call at a time, in order), while this thread gathers.
+  std::string table_sha, ids_sha;
+  std::exception_ptr hash_error;
+  job::detail::JoiningThread hasher([&] {
+    try {
+      table_sha = io::sha256_file(args.table);
+      ids_sha = io::sha256_file(args.ids);
+    } catch (...) {
+      hash_error = std::current_exception();
+    }
+  });
+  io::ForwardWriter out(args.out, t, d, "", "");
   std::int64_t const block = std::min(t, args.microbatch);
-  std::vector<std::int64_t> ids_h(static_cast<std::size_t>(block));
-  std::vector<float> y_h(static_cast<std::size_t>(block * d));
+  std::vector<std::int64_t> ids_h[2];
+  std::vector<float> y_h[2];
+  for (int k = 0; k < 2; ++k) {
+    ids_h[k].resize(static_cast<std::size_t>(block));
+    y_h[k].resize(static_cast<std::size_t>(block * d));
+  }
+  std::future<void> written[2];
   typename Embedding<Space>::matrix_type y("kembed::cli::y", block, d);
+  job::detail::IoWorker io(true);  // after what its tasks use: joined before they go
+  auto read = [&](int k, std::int64_t p) {
+    return io.submit([&, k, p] { read_ids(ids, args.ids, p, std::min(block, t - p), v, ids_h[k]); });
+  };
   Progress progress("forward", t);
-  for (std::int64_t p = 0; p < t; p += block) {
+  std::future<void> pending = read(0, 0);
+  for (std::int64_t p = 0, k = 0; p < t; p += block, k = 1 - k) {
     std::int64_t const n = std::min(block, t - p);
-    read_ids(ids, args.ids, p, n, v, ids_h);
-    Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> ids_v(ids_h.data(), n);
+    pending.get();
+    if (p + block < t) pending = read(int(1 - k), p + block);
+    Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> ids_v(ids_h[k].data(), n);
     auto y_n = Kokkos::subview(y, std::make_pair(std::int64_t{0}, n), Kokkos::ALL);
     layer.forward(space, Kokkos::create_mirror_view_and_copy(typename Space::memory_space(), ids_v), y_n);
+    if (written[k].valid()) written[k].get();  // this buffer's last block is in the file
     Kokkos::deep_copy(
-        Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(y_h.data(), n, d), y_n);
-    out.write(p, n, y_h.data());
+        Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(y_h[k].data(), n, d),
+        y_n);
+    written[k] = io.submit([&, k, p, n] { out.write(p, n, y_h[k].data()); });
     progress.update(p + n);
   }
+  for (auto& w : written)
+    if (w.valid()) w.get();
+  hasher.join();
+  if (hash_error) std::rethrow_exception(hash_error);
+  out.set_inputs(table_sha, ids_sha);
   progress.finish();
   out.commit();
   std::printf("output:     %s (y: %s x %s float32)\n", args.out.c_str(), with_commas(t).c_str(),

@@ -3,6 +3,7 @@
 # and 2 threads, then draws the plots and tables of docs/PERFORMANCE.md.
 #   scripts/bench.sh            the whole grid on the three (about 15 minutes on 2 cores)
 #   scripts/bench.sh --quick    a subset, OpenMP with 2 threads only (under a minute)
+# Both also run kembed-job-bench: the whole batch job against each of its stages alone.
 # Results: bench/results/*.csv (ceilings.csv: kembed-ceilings, the bare access
 # patterns), docs/images/perf-*.png, bench/results/summary.md.
 set -euo pipefail
@@ -17,7 +18,10 @@ if [[ $quick == --quick ]]; then
   out=$out/quick  # keeps the whole grid's results, which the docs quote
   mkdir -p "$out"
   "$bench" --backend openmp --threads 2 --quick --csv "$out/openmp-2.csv"
+  "$here/build/openmp/bench/kembed-job-bench" --quick --threads 2 | tee "$out/job.md"
 else
+  # The whole job against its stages alone, on a 1.06 GB batch (docs/PERFORMANCE.md, "The whole job").
+  for threads in 2 1; do "$here/build/openmp/bench/kembed-job-bench" --threads $threads; done | tee "$out/job.md"
   "$bench" --backend openmp --threads 2 --csv "$out/openmp-2.csv"
   "$bench" --backend openmp --threads 1 --csv "$out/openmp-1.csv"
   "$bench" --backend serial --csv "$out/serial.csv"

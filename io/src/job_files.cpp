@@ -133,9 +133,19 @@ ForwardWriter::ForwardWriter(std::string const& path, std::int64_t positions, st
     impl_ = std::make_unique<Impl>(path);
     auto root = impl_->file.root();
     detail::write_identity(root, forward_format, &options);
+    if (!table_sha256.empty() || !ids_sha256.empty()) {
+      h5::write_string(root, "table_sha256", table_sha256);
+      h5::write_string(root, "ids_sha256", ids_sha256);
+    }
+    impl_->file.create("y", H5T_IEEE_F32LE, positions, dim, options);
+  });
+}
+
+void ForwardWriter::set_inputs(std::string const& table_sha256, std::string const& ids_sha256) {
+  detail::writing(impl_->path, "writing the output failed, nothing was saved", [&] {
+    auto root = impl_->file.root();
     h5::write_string(root, "table_sha256", table_sha256);
     h5::write_string(root, "ids_sha256", ids_sha256);
-    impl_->file.create("y", H5T_IEEE_F32LE, positions, dim, options);
   });
 }
 

@@ -1,87 +1,65 @@
 #include <kembed/io/error.hpp>
 #include <kembed/io/sha256.hpp>
 
-#include <algorithm>
+#include <openssl/evp.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <new>
+#include <stdexcept>
+#include <utility>
 #include <vector>
 
 namespace kembed::io {
 namespace {
-
-constexpr std::uint32_t k[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-constexpr std::uint32_t rotr(std::uint32_t x, int n) {
-  return (x >> n) | (x << (32 - n));
+EVP_MD_CTX* ctx(void* p) {
+  return static_cast<EVP_MD_CTX*>(p);
 }
-
+void require(int ok, char const* what) {
+  if (ok != 1) throw std::runtime_error(std::string("SHA-256: libcrypto's ") + what + " failed");
+}
 }  // namespace
 
-Sha256::Sha256() noexcept
-    : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
-
-void Sha256::block(std::uint8_t const* p) noexcept {
-  std::uint32_t w[64];
-  for (int i = 0; i < 16; ++i)
-    w[i] = std::uint32_t(p[4 * i]) << 24 | std::uint32_t(p[4 * i + 1]) << 16 | std::uint32_t(p[4 * i + 2]) << 8 |
-           p[4 * i + 3];
-  for (int i = 16; i < 64; ++i) {
-    auto const s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-    auto const s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-  }
-  auto a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6], h = h_[7];
-  for (int i = 0; i < 64; ++i) {
-    auto const t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + k[i] + w[i];
-    auto const t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-    h = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
-  }
-  h_[0] += a, h_[1] += b, h_[2] += c, h_[3] += d, h_[4] += e, h_[5] += f, h_[6] += g, h_[7] += h;
-}
-
-void Sha256::update(void const* data, std::size_t bytes) noexcept {
-  auto const* p = static_cast<std::uint8_t const*>(data);
-  length_ += bytes;
-  while (bytes > 0) {
-    std::size_t const take = std::min(bytes, buffer_.size() - used_);
-    std::memcpy(buffer_.data() + used_, p, take);
-    used_ += take, p += take, bytes -= take;
-    if (used_ == buffer_.size()) {
-      block(buffer_.data());
-      used_ = 0;
-    }
+Sha256::Sha256() : context_(EVP_MD_CTX_new()) {
+  if (!context_) throw std::bad_alloc();
+  if (EVP_DigestInit_ex(ctx(context_), EVP_sha256(), nullptr) != 1) {
+    EVP_MD_CTX_free(ctx(context_));
+    throw std::runtime_error("SHA-256: libcrypto's EVP_DigestInit_ex failed");
   }
 }
 
-std::array<std::uint8_t, 32> Sha256::digest() noexcept {
-  std::uint64_t const bits = length_ * 8;
-  std::uint8_t const one = 0x80, zero = 0;
-  update(&one, 1);
-  while (used_ != 56) update(&zero, 1);
-  std::uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = std::uint8_t(bits >> (56 - 8 * i));
-  update(len, 8);
+Sha256::~Sha256() {
+  EVP_MD_CTX_free(ctx(context_));
+}
+
+Sha256::Sha256(Sha256&& other) noexcept : context_(std::exchange(other.context_, nullptr)) {}
+
+Sha256& Sha256::operator=(Sha256&& other) noexcept {
+  if (this != &other) {
+    EVP_MD_CTX_free(ctx(context_));
+    context_ = std::exchange(other.context_, nullptr);
+  }
+  return *this;
+}
+
+void Sha256::update(void const* data, std::size_t bytes) {
+  if (bytes) require(EVP_DigestUpdate(ctx(context_), data, bytes), "EVP_DigestUpdate");
+}
+
+std::array<std::uint8_t, 32> Sha256::digest() {
   std::array<std::uint8_t, 32> out{};
-  for (int i = 0; i < 8; ++i)
-    for (int j = 0; j < 4; ++j) out[4 * i + j] = std::uint8_t(h_[i] >> (24 - 8 * j));
+  unsigned int n = 0;
+  require(EVP_DigestFinal_ex(ctx(context_), out.data(), &n), "EVP_DigestFinal_ex");
   return out;
 }
 
 std::string Sha256::hex_digest() {
   static char const digits[] = "0123456789abcdef";
   std::string hex;
-  for (auto byte : digest()) {
-    hex += digits[byte >> 4];
-    hex += digits[byte & 15];
+  for (auto const b : digest()) {
+    hex += digits[b >> 4];
+    hex += digits[b & 15];
   }
   return hex;
 }

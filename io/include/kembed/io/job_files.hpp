@@ -72,6 +72,8 @@ class ForwardWriter {
                 std::string const& ids_sha256, SaveOptions const& options = {});
   ~ForwardWriter();
   void write(std::int64_t first, std::int64_t count, float const* y);
+  // The inputs' SHA-256, when they were not known at construction (hashed meanwhile).
+  void set_inputs(std::string const& table_sha256, std::string const& ids_sha256);
   void commit();
 
  private:

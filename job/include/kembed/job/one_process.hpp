@@ -20,6 +20,7 @@ class OneProcess {
   int rank() const noexcept { return 0; }
   int size() const noexcept { return 1; }
   io::Collective const* collective() const noexcept { return nullptr; }  // files are opened as usual
+  bool reads_ahead() const noexcept { return true; }  // file work on a thread of its own
   void agree(std::exception_ptr error) const {
     if (error) std::rethrow_exception(error);
   }

@@ -28,6 +28,10 @@ class Team {
   int size() const noexcept { return size_; }
   MPI_Comm comm() const noexcept { return collective_.comm; }
   io::Collective const* collective() const noexcept { return &collective_; }
+  // Collective reads and writes stay on the main thread, in program order on every
+  // rank (MPI_THREAD_FUNNELED); reading ahead would need a second communicator and
+  // MPI_THREAD_MULTIPLE (docs/SCALING.md).
+  bool reads_ahead() const noexcept { return false; }
 
   // Every rank throws the lowest failing rank's error, as the same kind of kembed
   // error with the same text; or none does.

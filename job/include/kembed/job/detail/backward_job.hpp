@@ -11,6 +11,7 @@
 #include <kembed/io/run_file.hpp>
 #include <kembed/io/sha256.hpp>
 #include <kembed/io/table_file.hpp>
+#include <kembed/job/detail/io_worker.hpp>
 #include <kembed/job/detail/support.hpp>
 
 #include <signal.h>
@@ -18,6 +19,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <exception>
+#include <future>
+#include <memory>
+#include <thread>
 #include <optional>
 #include <string>
 #include <vector>
@@ -76,20 +80,37 @@ class BackwardJob {
     });
     auto const t = batch->info().positions;
 
-    // The first rank hashes the inputs; the others learn the digests.
-    t0 = clock::now();
-    log("kembed backward: hashing the inputs");
+    // The first rank hashes the inputs on a thread of its own while the job reads and
+    // folds (the batch's pages, read once from storage, serve both); the digests are
+    // needed only to resume, checkpoint and write the run file (hashed() waits).
     io::InputIdentity table_id{"table", s_.table, "", 0}, batch_id{"batch", s_.batch, "", 0};
-    together([&] {
-      if (team_.rank() != 0) return;
-      table_id.sha256 = io::sha256_file(s_.table, &table_id.bytes);
-      batch_id.sha256 = io::sha256_file(s_.batch, &batch_id.bytes);
-    });
-    for (auto* id : {&table_id, &batch_id}) {
-      id->sha256 = team_.broadcast(id->sha256);
-      id->bytes = std::stoll(team_.broadcast(std::to_string(id->bytes)));
-    }
-    double const hash_s = seconds(t0);
+    double hash_s = 0;
+    std::exception_ptr hash_error;
+    JoiningThread hasher;  // joined on every way out
+    if (team_.rank() == 0)
+      hasher = JoiningThread([&] {
+        auto const h0 = clock::now();
+        try {
+          table_id.sha256 = io::sha256_file(s_.table, &table_id.bytes);
+          batch_id.sha256 = io::sha256_file(s_.batch, &batch_id.bytes);
+        } catch (...) {
+          hash_error = std::current_exception();
+        }
+        hash_s = seconds(h0);
+      });
+    bool inputs_known = false;
+    auto hashed = [&] {
+      if (inputs_known) return;
+      together([&] {
+        hasher.join();
+        if (hash_error) std::rethrow_exception(hash_error);
+      });
+      for (auto* id : {&table_id, &batch_id}) {
+        id->sha256 = team_.broadcast(id->sha256);
+        id->bytes = std::stoll(team_.broadcast(std::to_string(id->bytes)));
+      }
+      inputs_known = true;
+    };
 
     std::string const backend = ExecutionSpace::name();
     int const threads = static_cast<int>(space_.concurrency());
@@ -104,6 +125,7 @@ class BackwardJob {
     std::int64_t position = 0, microbatches = 0;
     double resumed_elapsed = 0;
     if (resuming) {
+      hashed();
       together([&] {
         auto ckpt = io::read_checkpoint(checkpoint_path, true, first_row, rows);
         check_resumable(ckpt, checkpoint_path, table_id, batch_id, v, d, mode, padding, s_.microbatch, t);
@@ -125,8 +147,35 @@ class BackwardJob {
     // cut into calls on microbatch boundaries.
     std::int64_t const block = std::max<std::int64_t>(s_.microbatch, 65536);
     std::int64_t const part_max = std::min(block, t) / team_.size() + 1;
-    std::vector<std::int64_t> ids_h(static_cast<std::size_t>(part_max));
-    std::vector<float> dy_h(static_cast<std::size_t>(part_max * d));
+    struct Block {
+      std::vector<std::int64_t> ids;
+      std::vector<float> dy;
+      std::int64_t position = 0, n = 0, a = 0, b = 0;  // global [position, +n); this rank's [a, b)
+      double read_seconds = 0;
+    };
+    Block blocks[2];
+    for (auto& blk : blocks) {
+      blk.ids.resize(static_cast<std::size_t>(part_max));
+      blk.dy.resize(static_cast<std::size_t>(part_max * d));
+    }
+    // The next block is read while this one folds; a checkpoint is written from a
+    // copy of the gradient while the next blocks fold (tasks run in order, so a read
+    // queued after a checkpoint waits for it).
+    std::vector<float> checkpoint_gradient;  // the copy a checkpoint is written from
+    std::vector<std::int64_t> checkpoint_counts;
+    IoWorker io(team_.reads_ahead());  // after what its tasks use: joined before they go
+    auto read_block = [&](Block& blk, std::int64_t first) {
+      blk.position = first;
+      blk.n = std::min(t - first, block - block % s_.microbatch);
+      auto const range = part(first, blk.n);
+      blk.a = range.first, blk.b = range.second;
+      return io.submit([&blk, this, &batch, v] {
+        auto const r0 = clock::now();
+        read_part(*batch, blk.a, blk.b - blk.a, v, blk.ids, blk.dy);
+        blk.read_seconds = seconds(r0);
+      });
+    };
+    std::future<void> checkpoint_written;
     double read_s = 0, backward_s = 0, checkpoint_s = 0;
     std::int64_t last_checkpoint = position;
     auto const crash_at = fault_position();
@@ -135,13 +184,15 @@ class BackwardJob {
         " with " + std::to_string(threads) + " thread(s)" +
         (team_.size() > 1 ? " on each of " + std::to_string(team_.size()) + " ranks" : ""));
     progress(position, t, resumed_from);
+    int current = 0;
+    std::future<void> pending = position < t ? read_block(blocks[0], position) : std::future<void>();
     while (position < t) {
-      std::int64_t const n_block = std::min(t - position, block - block % s_.microbatch);
-      auto const range = part(position, n_block);
-      std::int64_t const a = range.first, b = range.second;  // (lambdas cannot capture bindings in C++17)
+      Block& blk = blocks[current];
       t0 = clock::now();
-      together([&] { read_part(*batch, a, b - a, v, ids_h, dy_h); });
-      read_s += seconds(t0);
+      together([&] { pending.get(); });
+      read_s += blk.read_seconds;
+      std::int64_t const n_block = blk.n, a = blk.a, b = blk.b;
+      if (position + n_block < t) pending = read_block(blocks[1 - current], position + n_block);
       t0 = clock::now();
       // In mode deterministic each row's tree depends on the split, so --microbatch
       // (a range of global positions) is the size of each call; otherwise the bits do
@@ -151,40 +202,51 @@ class BackwardJob {
         for (std::int64_t k = position; k < position + n_block; k += call) {
           std::int64_t const n = std::min(call, position + n_block - k);
           std::int64_t const lo = std::clamp(k, a, b), hi = std::clamp(k + n, a, b);  // this rank's part
-          layer->backward(space_, ids_h.data() + (lo - a), dy_h.data() + (lo - a) * d, hi - lo, grad,
+          layer->backward(space_, blk.ids.data() + (lo - a), blk.dy.data() + (lo - a) * d, hi - lo, grad,
                           counts.data());
           microbatches += (n + s_.microbatch - 1) / s_.microbatch;  // as the split would have had
         }
         space_.fence();
       });
       backward_s += seconds(t0);
+      current = 1 - current;
       position += n_block;
       progress(position, t, resumed_from);
       if (crash_at && position >= *crash_at) ::raise(SIGKILL);  // a test's simulated crash (fault_position)
       if (s_.checkpoint_every > 0 && position < t && position - last_checkpoint >= s_.checkpoint_every) {
         t0 = clock::now();
-        io::Checkpoint ckpt;
-        ckpt.job_id = job_id;
-        ckpt.position = position;
-        ckpt.microbatches = microbatches;
-        ckpt.microbatch_size = s_.microbatch;
-        ckpt.table_sha256 = table_id.sha256;
-        ckpt.batch_sha256 = batch_id.sha256;
-        ckpt.plan = plan;
-        ckpt.numeric_mode = mode;
-        ckpt.padding_idx = padding;
-        ckpt.elapsed_seconds = resumed_elapsed + seconds(t_start);
-        ckpt.rows = v;
-        ckpt.cols = d;
+        hashed();
+        if (checkpoint_written.valid()) together([&] { checkpoint_written.get(); });  // one at a time
+        auto ckpt = std::make_shared<io::Checkpoint>();
+        ckpt->job_id = job_id;
+        ckpt->position = position;
+        ckpt->microbatches = microbatches;
+        ckpt->microbatch_size = s_.microbatch;
+        ckpt->table_sha256 = table_id.sha256;
+        ckpt->batch_sha256 = batch_id.sha256;
+        ckpt->plan = plan;
+        ckpt->numeric_mode = mode;
+        ckpt->padding_idx = padding;
+        ckpt->elapsed_seconds = resumed_elapsed + seconds(t_start);
+        ckpt->rows = v;
+        ckpt->cols = d;
         together([&] {
-          auto const g = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
-          io::write_checkpoint(checkpoint_path, ckpt, io::RowSlab{first_row, rows, g.data(), counts.data()},
+          checkpoint_gradient.resize(std::size_t(rows * d));
+          Kokkos::deep_copy(host_matrix_out(checkpoint_gradient.data(), rows, d), grad);
+          checkpoint_counts = counts;
+        });
+        checkpoint_written = io.submit([ckpt, &checkpoint_gradient, &checkpoint_counts, &checkpoint_path, this,
+                                        first_row, rows] {
+          io::write_checkpoint(checkpoint_path, *ckpt,
+                               io::RowSlab{first_row, rows, checkpoint_gradient.data(), checkpoint_counts.data()},
                                team_.collective());
         });
         last_checkpoint = position;
         checkpoint_s += seconds(t0);
       }
     }
+    if (checkpoint_written.valid()) together([&] { checkpoint_written.get(); });
+    hashed();
 
     t0 = clock::now();
     io::RunFile run;
@@ -255,6 +317,11 @@ class BackwardJob {
  private:
   static double seconds(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
   using host_matrix_type = Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  static Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> host_matrix_out(
+      float* data, std::int64_t rows, std::int64_t cols) {
+    return Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+        data, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols));
+  }
   static host_matrix_type host_matrix(float const* data, std::int64_t rows, std::int64_t cols) {
     return host_matrix_type(data, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols));
   }
