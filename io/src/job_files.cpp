@@ -191,8 +191,8 @@ void write_checkpoint(std::string const& path, Checkpoint const& c, RowSlab cons
     h5::write_int64(root, "embedding_dim", c.cols);
   };
   detail::write_slabs(path, "writing the checkpoint failed, the previous one stays", header,
-                      {{"gradient", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, c.rows, c.cols, mine.gradient},
-                       {"counts", H5T_STD_I64LE, H5T_NATIVE_INT64, c.rows, 0, mine.counts}},
+                      {detail::float_rows("gradient", c.rows, c.cols, mine.gradient),
+                       detail::int64_rows("counts", c.rows, mine.counts)},
                       mine, SaveOptions{}, collective);
 }
 

@@ -140,8 +140,8 @@ void write_run(std::string const& path, RunFile const& run, RowSlab const& mine,
     h5::write_string_dataset(provenance, "configuration", run.configuration_json);
   };
   detail::write_slabs(path, "writing the run failed, the file is unchanged", header,
-                      {{"gradient", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, run.rows, run.cols, mine.gradient},
-                       {"counts", H5T_STD_I64LE, H5T_NATIVE_INT64, run.rows, 0, mine.counts}},
+                      {detail::float_rows("gradient", run.rows, run.cols, mine.gradient),
+                       detail::int64_rows("counts", run.rows, mine.counts)},
                       mine, options, collective);
 }
 

@@ -64,6 +64,28 @@ void require_parallel(Collective const* collective) {
 
 }  // namespace
 
+SlabDataset float_rows(char const* name, std::int64_t rows, std::int64_t cols, float const* mine) {
+  SlabDataset d;
+  d.name = name;
+  d.file_type = H5T_IEEE_F32LE;
+  d.mem_type = H5T_NATIVE_FLOAT;
+  d.rows = rows;
+  d.cols = cols;
+  d.mine = mine;
+  return d;
+}
+
+SlabDataset int64_rows(char const* name, std::int64_t rows, std::int64_t const* mine) {
+  SlabDataset d;
+  d.name = name;
+  d.file_type = H5T_STD_I64LE;
+  d.mem_type = H5T_NATIVE_INT64;
+  d.rows = rows;
+  d.cols = 0;
+  d.mine = mine;
+  return d;
+}
+
 h5::Handle access_list(Collective const* collective) {
   require_parallel(collective);
   h5::Handle fapl = h5::compatible_fapl();

@@ -20,6 +20,11 @@ struct SlabDataset {
   void const* mine;
 };
 
+// float32 rows x cols, and int64 rows (1-D): the datasets kembed writes by slabs.
+// (Functions, not braces: HDF5's type macros hold a comma operator nvcc misreads.)
+SlabDataset float_rows(char const* name, std::int64_t rows, std::int64_t cols, float const* mine);
+SlabDataset int64_rows(char const* name, std::int64_t rows, std::int64_t const* mine);
+
 // Writes `path` crash-safely: the first rank (or the one process) creates the
 // temporary file, `header` writes its attributes and groups there, and the datasets
 // are created; then each process writes its rows (collectively through MPI-IO when

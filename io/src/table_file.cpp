@@ -97,7 +97,7 @@ void save_table(std::string const& path, float const* rows, std::int64_t first_r
     h5::write_string(file, "numeric_mode", std::string(to_string(checked.mode)));
   };
   detail::write_slabs(path, "saving failed, the file is unchanged", header,
-                      {{"weight", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, v, d, rows}},
+                      {detail::float_rows("weight", v, d, rows)},
                       RowSlab{first_row, row_count, rows, nullptr}, options, collective, bad_input);
 }
 
