@@ -27,9 +27,9 @@ for p in 1 2 3 4; do
   read_s=$(timing "$run" read_batch_seconds) backward_s=$(timing "$run" backward_seconds)
   total_s=$(timing "$run" total_seconds)
   exchange_s=$( ((p > 1)) && timing "$run" exchange_seconds || echo 0)
-  write_s=$(awk -v t="$total_s" -v r="$read_s" -v b="$backward_s" \
-              -v h="$(timing "$run" hash_inputs_seconds)" -v c="$(timing "$run" read_table_seconds)" \
-              'BEGIN { printf "%.3f", t - r - b - h - c }')
+  # The gradient's hash and the file's write, as the first rank printed them.
+  write_s=$(sed -n 's/^time: .* reading, \([0-9.]*\) \(ms\|s\) writing.*/\1 \2/p' <<<"$out" |
+            awk '{ printf "%.3f", $2 == "ms" ? $1 / 1000 : $1 }')
   fold_s=$(awk -v b="$backward_s" -v e="$exchange_s" 'BEGIN { printf "%.3f", b - e }')
   printf "%d,%s,%.3f,%.3f,%s,%s,%.3f,%s\n" "$p" "${bytes:-0}" "$read_s" "$exchange_s" "$fold_s" "$write_s" \
     "$total_s" "$sha"

@@ -91,9 +91,11 @@ int backward(BackwardArgs const& args) {
               r.resumed_from ? ("resumed at " + with_commas(r.resumed_from)).c_str() : "one pass",
               r.plan_used.c_str(), r.mode.c_str(), where.c_str());
   double const total_here = since(t_start);
-  std::printf("time:       %s backward, %s reading, %s total (%.3g positions/s reading and folding, %.3g end to end)\n",
-              seconds_text(r.backward_seconds).c_str(), seconds_text(r.read_seconds).c_str(),
-              seconds_text(total_here).c_str(),
+  std::printf(
+      "time:       %s backward, %s reading, %s writing, %s total (%.3g positions/s reading and folding, %.3g end to "
+      "end)\n",
+      seconds_text(r.backward_seconds).c_str(), seconds_text(r.read_seconds).c_str(),
+      seconds_text(r.write_seconds).c_str(), seconds_text(total_here).c_str(),
               r.backward_seconds + r.read_seconds > 0 ? done / (r.backward_seconds + r.read_seconds) : 0.0,
               total_here > 0 ? done / total_here : 0.0);
   if (r.ranks > 1)
