@@ -84,9 +84,10 @@ PY
   compare int32 --table t1001.h5 --batch int32.h5 --ids-dataset tokens --dy-dataset grad
 fi
 
-# A bad id on a later rank's slab: every rank stops with the one-process message.
-printf '1 2 3 4 5 6 ' >bad.txt
-"$kembed" -q make-batch --out bad.h5 --tokens bad.txt --repeat 20 --vocab 7 --dim 5 --seed 8 >/dev/null
+# One bad id, at position 118 of 120: in the last rank's part for every P here, so
+# the other ranks must learn of it; every rank stops with the one-process message.
+{ for i in $(seq 1 118); do printf '%d ' $((i % 3)); done; printf '5 1 '; } >bad.txt
+"$kembed" -q make-batch --out bad.h5 --tokens bad.txt --vocab 7 --dim 5 --seed 8 >/dev/null
 set +e
 "$kembed" -q backward --table t3.h5 --batch bad.h5 --out one-bad.h5 2>one-bad.err
 one_status=$?
@@ -95,7 +96,7 @@ many_status=$?
 set -e
 [[ $one_status -eq 2 && $many_status -ne 0 ]] || { echo "job_ranks: bad id: exit $one_status / $many_status" >&2; exit 1; }
 [[ ! -e many-bad.h5 ]] || { echo "job_ranks: a failed job left many-bad.h5" >&2; exit 1; }
-grep -q "holds 3 at position 2," many-bad.err || { echo "job_ranks: bad id message:" >&2; cat many-bad.err >&2; exit 1; }
+grep -q "holds 5 at position 118," many-bad.err || { echo "job_ranks: bad id message:" >&2; cat many-bad.err >&2; exit 1; }
 [[ $(grep -c "kembed: error" many-bad.err) -eq 1 ]] || { echo "job_ranks: the error was not printed once:" >&2; cat many-bad.err >&2; exit 1; }
 checked=$((checked + 1))
 
