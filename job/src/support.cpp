@@ -5,12 +5,18 @@
 #include <kembed/io/error.hpp>
 #include <kembed/io/run_file.hpp>
 
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 #include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <new>
 #include <random>
+#include <vector>
 
 namespace kembed::job::detail {
 
@@ -151,6 +157,24 @@ void rethrow(Failure const& f) {
     default:
       throw std::runtime_error(f.message);
   }
+}
+
+void unpin_helper_thread() {
+#if defined(_OPENMP) && defined(__linux__)
+  // The places are the CPUs the process started with (the runtime builds them from
+  // its first affinity mask), so taskset and cgroup limits still hold.
+  if (omp_get_proc_bind() == omp_proc_bind_false) return;
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  int count = 0;
+  for (int place = 0; place < omp_get_num_places(); ++place) {
+    std::vector<int> ids(static_cast<std::size_t>(omp_get_place_num_procs(place)));
+    omp_get_place_proc_ids(place, ids.data());
+    for (int id : ids)
+      if (id >= 0 && id < CPU_SETSIZE) CPU_SET(id, &cpus), ++count;
+  }
+  if (count > 0) pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus);  // best effort: pinned still works
+#endif
 }
 
 std::int64_t peak_rss_bytes() {

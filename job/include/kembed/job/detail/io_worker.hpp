@@ -5,6 +5,8 @@
 // each task's future before it uses what the task touched. Without a thread (an MPI
 // team, whose collective reads must stay on the main thread in program order) a task
 // runs at submission.
+#include <kembed/job/detail/support.hpp>
+
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -48,6 +50,7 @@ class IoWorker {
 
  private:
   void loop() {
+    unpin_helper_thread();
     for (;;) {
       std::packaged_task<void()> task;
       {
@@ -68,12 +71,17 @@ class IoWorker {
   std::thread thread_;
 };
 
-// A thread that is joined when it goes out of scope, also when an error unwinds.
+// A helper thread that is joined when it goes out of scope, also when an error unwinds.
 class JoiningThread {
  public:
   JoiningThread() = default;
+  // The thread may run on every core of the process (unpin_helper_thread).
   template <class F>
-  explicit JoiningThread(F&& f) : thread_(std::forward<F>(f)) {}
+  explicit JoiningThread(F&& f)
+      : thread_([g = std::forward<F>(f)]() mutable {
+          unpin_helper_thread();
+          g();
+        }) {}
   ~JoiningThread() { join(); }
   JoiningThread(JoiningThread&&) = default;
   JoiningThread& operator=(JoiningThread&& other) {

@@ -50,6 +50,12 @@ struct Failure {
 Failure describe(std::exception_ptr error);
 [[noreturn]] void rethrow(Failure const& failure);
 
+// Lets the calling helper thread (hashing, reading, writing) run on every core the
+// process may use. Under OMP_PROC_BIND the OpenMP runtime pins the main thread to one
+// core before main, and a thread it starts inherits that core: the helpers would share
+// it with the fold while the other cores wait. Does nothing where nothing is pinned.
+void unpin_helper_thread();
+
 // Peak resident memory of this process (VmHWM), in bytes; 0 where unknown.
 std::int64_t peak_rss_bytes();
 
