@@ -4,7 +4,7 @@
 // positions from memory. The job overlaps them (a reader thread, a hashing thread),
 // so its time should approach the slowest stage's: the report is job / slowest.
 //   kembed-job-bench [--positions T] [--rows V] [--dim d] [--threads N] [--dir DIR]
-//                    [--cold] [--quick]
+//                    [--plan scan|sort|bucket|auto] [--cold] [--quick]
 // Default 4,000,000 x 64 (a 1.06 GB batch) over V = 100,000 Zipf ids; --cold drops
 // the files from the page cache before each stage (the storage's speed counts);
 // --quick is 400,000 positions.
@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   int threads = 0;
   std::string dir = "/tmp";
   bool cold = false;
+  Plan plan = Plan::automatic;
   for (int i = 1; i < argc; ++i) {
     std::string const a = argv[i];
     auto value = [&]() -> char const* {
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
     else if (a == "--threads") threads = std::atoi(value());
     else if (a == "--dir") dir = value();
     else if (a == "--cold") cold = true;
+    else if (a == "--plan") plan = parse_plan(value());
     else if (a == "--quick") t = 400000;
     else {
       std::fprintf(stderr, "kembed-job-bench: unknown option %s (see the source's first lines)\n", a.c_str());
@@ -126,7 +128,9 @@ int main(int argc, char** argv) {
   std::vector<std::int64_t> all_ids(static_cast<std::size_t>(t));
   std::vector<float> all_dy(static_cast<std::size_t>(t * d));
   io::BatchReader(batch).read(0, t, all_ids.data(), all_dy.data());
-  auto layer = Embedding<Space>::backward_only(Space(), v, d);
+  Options options;
+  options.plan = plan;
+  auto layer = Embedding<Space>::backward_only(Space(), v, d, options);
   Embedding<Space>::matrix_type grad("grad", v, d);
   t0 = clock_type::now();
   for (long long p = 0; p < t; p += block) {
@@ -147,6 +151,7 @@ int main(int argc, char** argv) {
   s.table = table;
   s.batch = batch;
   s.out = out;
+  s.plan = plan;
   t0 = clock_type::now();
   auto const report = job::run_backward(Space(), job::OneProcess(), s);
   double const job_s = since(t0);

@@ -11,6 +11,9 @@
 #include <kembed/io/sha256.hpp>
 #include <kembed/io/table_file.hpp>
 
+#include "fletcher32.hpp"  // io/src
+#include "h5.hpp"
+
 #include <hdf5.h>
 
 #include <dirent.h>
@@ -41,6 +44,9 @@ class Io : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string path(std::string const& name) const { return (dir_ / name).string(); }
+  // A table of random values saved in chunks of the given rows; returns its values.
+  std::vector<float> save_chunked_table(std::string const& name, std::int64_t v, std::int64_t d,
+                                        std::int64_t rows_per_chunk) const;
   std::vector<std::string> files() const {
     std::vector<std::string> out;
     for (auto const& e : fs::directory_iterator(dir_)) out.push_back(e.path().filename().string());
@@ -61,6 +67,15 @@ Config config(std::int64_t v, std::int64_t d, std::optional<std::int64_t> pad = 
   o.plan = plan;
   o.mode = mode;
   return make_config(v, d, o);
+}
+
+std::vector<float> Io::save_chunked_table(std::string const& name, std::int64_t v, std::int64_t d,
+                                          std::int64_t rows_per_chunk) const {
+  auto w = synthetic::uniform_floats(v * d, std::uint64_t(v + d));
+  io::SaveOptions so;
+  so.rows_per_chunk = rows_per_chunk;
+  io::save_table(path(name), w.data(), config(v, d), so);
+  return w;
 }
 
 std::vector<float> special_table(std::int64_t v, std::int64_t d) {
@@ -455,12 +470,68 @@ TEST_F(Io, EveryBadFileIsRefusedByName) {
   }
 }
 
+// HDF5's own checksum, exported by the library though declared only in its private headers.
+extern "C" std::uint32_t H5_checksum_fletcher32(void const* data, std::size_t bytes);
+
+TEST_F(Io, Fletcher32IsHdf5sBitForBit) {
+  std::vector<unsigned char> random_bytes(std::size_t(3) << 20);
+  std::uint64_t state = 12345;
+  for (auto& b : random_bytes) b = static_cast<unsigned char>((state = state * 6364136223846793005u + 1) >> 56);
+  std::vector<unsigned char> ones(random_bytes.size(), 0xff), zeros(random_bytes.size(), 0);
+  // Every length up to a few blocks of 360 words (odd ones too), from an odd address as well.
+  for (std::size_t n = 0; n <= 2200; ++n)
+    for (std::size_t from : {0, 1}) {
+      ASSERT_EQ(io::detail::fletcher32(random_bytes.data() + from, n),
+                H5_checksum_fletcher32(random_bytes.data() + from, n))
+          << n << " bytes from " << from;
+      ASSERT_EQ(io::detail::fletcher32(ones.data() + from, n), H5_checksum_fletcher32(ones.data() + from, n)) << n;
+    }
+  // Chunk-sized inputs; words of 0xffff make the 32-bit sums wrap, which HDF5's own do too.
+  for (std::size_t n : {std::size_t(1) << 20, (std::size_t(1) << 20) + 3, random_bytes.size() - 1, random_bytes.size()})
+    for (std::vector<unsigned char> const* data : {&random_bytes, &ones, &zeros})
+      EXPECT_EQ(io::detail::fletcher32(data->data(), n), H5_checksum_fletcher32(data->data(), n)) << n;
+}
+
+TEST_F(Io, ChunksReadPastTheFilterPipelineAreHdf5sValues) {
+  // Rows of 28 bytes (odd word counts per chunk) in chunks of 37 rows, and a last chunk
+  // that is partly outside the dataset; every range against HDF5's own read.
+  std::int64_t const v = 300, d = 7;
+  auto const w = save_chunked_table("t.h5", v, d, 37);
+  std::vector<float> by_hdf5(std::size_t(v * d));
+  {
+    hid_t f = H5Fopen(path("t.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t dset = H5Dopen2(f, "weight", H5P_DEFAULT);
+    ASSERT_GE(H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, by_hdf5.data()), 0);
+    std::vector<float> got(std::size_t(v * d) + 1, -7.0f);
+    for (auto [first, count] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+             {0, 300}, {0, 37}, {0, 74}, {37, 37}, {1, 36}, {36, 2}, {5, 290}, {296, 4}, {299, 1}, {259, 41}}) {
+      std::fill(got.begin(), got.end(), -7.0f);
+      ASSERT_EQ(io::detail::read_rows_direct(dset, H5T_NATIVE_FLOAT, first, count, got.data()),
+                io::detail::DirectRead::done)
+          << first << " + " << count;
+      EXPECT_EQ(std::memcmp(got.data(), by_hdf5.data() + first * d, std::size_t(count * d) * 4), 0)
+          << first << " + " << count;
+      EXPECT_EQ(got[std::size_t(count * d)], -7.0f) << "nothing written past the range";
+    }
+    // Not kembed's layout (HDF5's conversion to doubles): left to HDF5, nothing written.
+    std::vector<double> doubles(4, -7.0);
+    EXPECT_EQ(io::detail::read_rows_direct(dset, H5T_NATIVE_DOUBLE, 0, 1, doubles.data()),
+              io::detail::DirectRead::unsuitable);
+    EXPECT_EQ(doubles[0], -7.0);
+    H5Dclose(dset), H5Fclose(f);
+  }
+  EXPECT_TRUE(same_bits(io::load_table(path("t.h5")).weight, w));
+  // A deflated table has two filters: HDF5 reads it, with the same values.
+  io::SaveOptions so;
+  so.rows_per_chunk = 37;
+  so.deflate = true;
+  io::save_table(path("z.h5"), w.data(), config(v, d), so);
+  EXPECT_TRUE(same_bits(io::load_table(path("z.h5")).weight, w));
+}
+
 TEST_F(Io, ACorruptedChunkFailsItsChecksum) {
   std::int64_t const v = 512, d = 16;
-  auto const w = synthetic::uniform_floats(v * d, 4);
-  io::SaveOptions so;
-  so.rows_per_chunk = 64;
-  io::save_table(path("t.h5"), w.data(), config(v, d), so);
+  auto const w = save_chunked_table("t.h5", v, d, 64);
   // Where HDF5 stored chunk 3 (rows 192..255), then flip one byte in its middle.
   haddr_t address = 0;
   hsize_t size = 0;
@@ -481,6 +552,16 @@ TEST_F(Io, ACorruptedChunkFailsItsChecksum) {
     byte = char(byte ^ 0x10);
     file.seekp(std::streamoff(address + size / 2));
     file.write(&byte, 1);
+  }
+  {  // kembed's chunk reader and HDF5's filter both catch it
+    hid_t f = H5Fopen(path("t.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t dset = H5Dopen2(f, "weight", H5P_DEFAULT);
+    std::vector<float> rows(std::size_t(v * d));
+    EXPECT_EQ(io::detail::read_rows_direct(dset, H5T_NATIVE_FLOAT, 0, v, rows.data()), io::detail::DirectRead::damaged);
+    EXPECT_EQ(io::detail::read_rows_direct(dset, H5T_NATIVE_FLOAT, 0, 192, rows.data()), io::detail::DirectRead::done);
+    io::h5::Quiet quiet;  // HDF5 would print its report of the failure
+    EXPECT_LT(H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), 0);
+    H5Dclose(dset), H5Fclose(f);
   }
   try {
     io::load_table(path("t.h5"));

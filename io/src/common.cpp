@@ -2,6 +2,7 @@
 #include "sharded_file.hpp"
 
 #include "atomic_file.hpp"
+#include "fletcher32.hpp"
 
 #include <kembed/core/shape.hpp>
 #include <kembed/core/validate.hpp>
@@ -341,13 +342,21 @@ std::pair<h5::Handle, h5::Handle> row_selection(hid_t dataset, std::int64_t firs
 void read_rows(FloatMatrix const& m, std::string const& path, std::string const& name, std::int64_t first,
                std::int64_t count, float* out, bool finite, hid_t transfer) {
   if (count == 0 && transfer == H5P_DEFAULT) return;
-  auto const [file_space, mem_space] = row_selection(m.dataset, first, count);
-  if (H5Dread(m.dataset, H5T_NATIVE_FLOAT, mem_space, file_space, transfer, out) < 0) {
-    throw FileError(path, name,
-                    "reading rows " + std::to_string(first) + " to " + std::to_string(first + count - 1) +
-                        " failed: the stored data do not match their checksum or cannot be decoded, "
-                        "so the file is damaged (HDF5: " +
-                        h5::error_text() + ")");
+  auto const damaged = [&](std::string const& detail) {
+    return FileError(path, name,
+                     "reading rows " + std::to_string(first) + " to " + std::to_string(first + count - 1) +
+                         " failed: the stored data do not match their checksum or cannot be decoded, "
+                         "so the file is damaged (" +
+                         detail + ")");
+  };
+  // One process reads kembed's own layout past HDF5's filter pipeline (fletcher32.hpp).
+  auto const direct =
+      transfer == H5P_DEFAULT ? read_rows_direct(m.dataset, H5T_NATIVE_FLOAT, first, count, out) : DirectRead::unsuitable;
+  if (direct == DirectRead::damaged) throw damaged("a chunk's Fletcher-32 checksum does not match, or it cannot be read");
+  if (direct == DirectRead::unsuitable) {
+    auto const [file_space, mem_space] = row_selection(m.dataset, first, count);
+    if (H5Dread(m.dataset, H5T_NATIVE_FLOAT, mem_space, file_space, transfer, out) < 0)
+      throw damaged("HDF5: " + h5::error_text());
   }
   if (!finite) return;
   std::int64_t const n = count * m.cols;
@@ -426,11 +435,18 @@ h5::Handle open_int_vector(hid_t file, std::string const& path, std::string cons
 void read_ints(hid_t dataset, std::string const& path, std::string const& name, std::int64_t first, std::int64_t count,
                std::int64_t* out, hid_t transfer) {
   if (count == 0 && transfer == H5P_DEFAULT) return;
-  auto const [file_space, mem_space] = row_selection(dataset, first, count);
-  if (H5Dread(dataset, H5T_NATIVE_INT64, mem_space, file_space, transfer, out) < 0) {
-    throw FileError(path, name,
-                    "reading positions " + std::to_string(first) + " to " + std::to_string(first + count - 1) +
-                        " failed; the file is damaged (HDF5: " + h5::error_text() + ")");
+  auto const damaged = [&](std::string const& detail) {
+    return FileError(path, name,
+                     "reading positions " + std::to_string(first) + " to " + std::to_string(first + count - 1) +
+                         " failed; the file is damaged (" + detail + ")");
+  };
+  auto const direct =
+      transfer == H5P_DEFAULT ? read_rows_direct(dataset, H5T_NATIVE_INT64, first, count, out) : DirectRead::unsuitable;
+  if (direct == DirectRead::damaged) throw damaged("a chunk's Fletcher-32 checksum does not match, or it cannot be read");
+  if (direct == DirectRead::unsuitable) {
+    auto const [file_space, mem_space] = row_selection(dataset, first, count);
+    if (H5Dread(dataset, H5T_NATIVE_INT64, mem_space, file_space, transfer, out) < 0)
+      throw damaged("HDF5: " + h5::error_text());
   }
 }
 
