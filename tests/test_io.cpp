@@ -11,7 +11,8 @@
 #include <kembed/io/sha256.hpp>
 #include <kembed/io/table_file.hpp>
 
-#include "fletcher32.hpp"  // io/src
+#include "direct_chunks.hpp"  // io/src
+#include "common.hpp"
 #include "h5.hpp"
 
 #include <hdf5.h>
@@ -527,6 +528,60 @@ TEST_F(Io, ChunksReadPastTheFilterPipelineAreHdf5sValues) {
   so.deflate = true;
   io::save_table(path("z.h5"), w.data(), config(v, d), so);
   EXPECT_TRUE(same_bits(io::load_table(path("z.h5")).weight, w));
+}
+
+TEST_F(Io, ChunksWrittenPastTheFilterPipelineAreTheBytesHdf5Stores) {
+  // The same rows written in the same calls (some cutting chunks, one a whole chunk
+  // and more, one inside a chunk) once by kembed's writer and once by HDF5's own.
+  std::int64_t const v = 300, d = 7;
+  auto const w = synthetic::uniform_floats(v * d, 9);
+  std::vector<std::pair<std::int64_t, std::int64_t>> const calls{{0, 50}, {50, 100}, {150, 10}, {160, 140}};
+  io::SaveOptions so;
+  so.rows_per_chunk = 37;
+  auto const write = [&](std::string const& name, bool through_hdf5) {
+    hid_t f = H5Fcreate(path(name).c_str(), H5F_ACC_TRUNC, io::h5::reproducible_fcpl(), io::h5::compatible_fapl());
+    {
+      auto dset = io::detail::create_matrix(f, "weight", H5T_IEEE_F32LE, v, d, so);
+      hid_t const transfer = through_hdf5 ? H5Pcreate(H5P_DATASET_XFER) : H5P_DEFAULT;  // not the default: HDF5's path
+      for (auto [first, count] : calls)
+        io::detail::write_block(dset, "weight", H5T_NATIVE_FLOAT, first, count, w.data() + first * d, transfer);
+      if (through_hdf5) H5Pclose(transfer);
+    }
+    H5Fclose(f);
+  };
+  write("kembeds.h5", false);
+  write("hdf5s.h5", true);
+  auto const chunks = [&](std::string const& name) {
+    std::vector<std::vector<unsigned char>> all;
+    hid_t f = H5Fopen(path(name).c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t dset = H5Dopen2(f, "weight", H5P_DEFAULT);
+    for (std::int64_t row0 = 0; row0 < v; row0 += 37) {
+      hsize_t const offset[2] = {hsize_t(row0), 0};
+      hsize_t bytes = 0;
+      EXPECT_GE(H5Dget_chunk_storage_size(dset, offset, &bytes), 0);
+      std::vector<unsigned char> chunk(bytes);
+      std::uint32_t skipped = 0;
+      EXPECT_GE(H5Dread_chunk(dset, H5P_DEFAULT, offset, &skipped, chunk.data()), 0);
+      all.push_back(std::move(chunk));
+    }
+    H5Dclose(dset), H5Fclose(f);
+    return all;
+  };
+  auto const ours = chunks("kembeds.h5"), theirs = chunks("hdf5s.h5");
+  ASSERT_EQ(ours.size(), 9u);
+  for (std::size_t c = 0; c < ours.size(); ++c) {
+    EXPECT_EQ(ours[c].size(), std::size_t(37 * d * 4 + 4)) << c;
+    EXPECT_TRUE(ours[c] == theirs[c]) << "chunk " << c;
+  }
+  // Each reads back as the rows written, through HDF5's own filter too.
+  for (auto const* name : {"kembeds.h5", "hdf5s.h5"}) {
+    std::vector<float> back(std::size_t(v * d));
+    hid_t f = H5Fopen(path(name).c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t dset = H5Dopen2(f, "weight", H5P_DEFAULT);
+    EXPECT_GE(H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, back.data()), 0);
+    H5Dclose(dset), H5Fclose(f);
+    EXPECT_TRUE(same_bits(back, w)) << name;
+  }
 }
 
 TEST_F(Io, ACorruptedChunkFailsItsChecksum) {

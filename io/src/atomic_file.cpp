@@ -95,6 +95,10 @@ AtomicFile::~AtomicFile() {
   if (!committed_) ::unlink(temp_.c_str());
 }
 
+void AtomicFile::sync_so_far() {
+  sync_path(temp_, O_RDONLY, "the new file");
+}
+
 void AtomicFile::commit() {
   sync_path(temp_, O_RDONLY, "the new file");
   if (::rename(temp_.c_str(), target_.c_str()) != 0)

@@ -22,6 +22,8 @@ class AtomicFile {
 
   std::string const& temp_path() const noexcept { return temp_; }
   void commit();  // fsync, rename over the target, fsync the folder; throws IoFailure
+  // fsync of what is written so far, so that commit() has less left to wait for.
+  void sync_so_far();
 
  private:
   std::string target_, temp_;

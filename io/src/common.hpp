@@ -87,6 +87,12 @@ class StreamingFile {
     write_rows(name, mem_type, 0, rows, data);
   }
   void commit();  // close, fsync, rename
+  // Flushes HDF5's buffers and fsyncs the rows written so far while the file stays
+  // open, so that a later commit() has only what follows left to make durable.
+  void sync_so_far();
+  // Asks the system to start writing what is written so far to storage, without
+  // waiting (Linux: sync_file_range), so that storage works while the caller does.
+  void start_writeback();
   // Closes the file without publishing it, so that other processes can open the
   // temporary file (temp_path()) and write into it before commit().
   void close();

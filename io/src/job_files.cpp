@@ -154,6 +154,11 @@ ForwardWriter::~ForwardWriter() = default;
 void ForwardWriter::write(std::int64_t first, std::int64_t count, float const* y) {
   detail::writing(impl_->path, "writing the output failed, nothing was saved",
                   [&] { impl_->file.write_rows("y", H5T_NATIVE_FLOAT, first, count, y); });
+  impl_->file.start_writeback();
+}
+
+void ForwardWriter::sync_so_far() {
+  detail::writing(impl_->path, "writing the output failed, nothing was saved", [&] { impl_->file.sync_so_far(); });
 }
 
 void ForwardWriter::commit() {

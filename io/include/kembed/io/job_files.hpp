@@ -74,6 +74,10 @@ class ForwardWriter {
   void write(std::int64_t first, std::int64_t count, float const* y);
   // The inputs' SHA-256, when they were not known at construction (hashed meanwhile).
   void set_inputs(std::string const& table_sha256, std::string const& ids_sha256);
+  // Makes the rows written so far durable (fsync) while the file is still being
+  // made: a job calls it while it waits for its inputs' digests, so that commit()
+  // has only the attributes left to write.
+  void sync_so_far();
   void commit();
 
  private:

@@ -1,7 +1,8 @@
 #pragma once
-// HDF5's Fletcher-32 chunk checksum, computed eight words at a time. The job reads
-// every chunk of a batch through it, and HDF5's own loop (one word at a time) was
-// the largest part of reading one (docs/PERFORMANCE.md, "The whole job").
+// Chunks of kembed's own layout read and written past HDF5's filter pipeline, with
+// HDF5's Fletcher-32 checksum computed eight words at a time. HDF5's own checksum loop
+// (one word at a time) and the pipeline's extra copy of each chunk were most of the
+// time a job spent reading its batch (docs/PERFORMANCE.md, "The whole job").
 #include <cstddef>
 #include <cstdint>
 
@@ -22,5 +23,18 @@ std::uint32_t fletcher32(void const* data, std::size_t bytes);
 // with HDF5); damaged: a chunk's checksum does not match or a chunk cannot be read.
 enum class DirectRead { done, unsuitable, damaged };
 DirectRead read_rows_direct(hid_t dataset, hid_t memtype, std::int64_t first, std::int64_t count, void* out);
+
+// Writes the whole chunks among rows [first, first + count) of such a dataset
+// straight to the file with their checksum (H5Dwrite_chunk), the bytes HDF5's
+// pipeline would store; the rows before `done_from` and from `done_to` on (parts of
+// chunks) are the caller's to write through HDF5 (all of them where the dataset is
+// not kembed's layout: done_from == done_to). ok false: HDF5 failed, its error on the stack.
+struct DirectWrite {
+  bool ok;
+  std::int64_t done_from, done_to;
+  std::size_t row_bytes;
+};
+DirectWrite write_rows_direct(hid_t dataset, hid_t memtype, std::int64_t first, std::int64_t count,
+                              void const* data);
 
 }  // namespace kembed::io::detail

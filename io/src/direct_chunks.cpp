@@ -1,9 +1,10 @@
-#include "fletcher32.hpp"
+#include "direct_chunks.hpp"
 
 #include <hdf5.h>
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -98,35 +99,49 @@ struct Handle {  // closes an HDF5 id of the kind given
     if (id >= 0) close(id);
   }
 };
-}  // namespace
-
-DirectRead read_rows_direct(hid_t dataset, hid_t memtype, std::int64_t first, std::int64_t count, void* out) {
-  if (count <= 0) return DirectRead::unsuitable;
+// The dataset's layout where it is kembed's own (see read_rows_direct); nullopt otherwise.
+struct Layout {
+  std::int64_t chunk_rows = 0, rows = 0;
+  std::size_t row_bytes = 0, chunk_bytes = 0;
+};
+std::optional<Layout> own_layout(hid_t dataset, hid_t memtype) {
   Handle const dcpl{H5Dget_create_plist(dataset), H5Pclose};
   Handle const type{H5Dget_type(dataset), H5Tclose};
   Handle const space{H5Dget_space(dataset), H5Sclose};
-  if (dcpl.id < 0 || type.id < 0 || space.id < 0 || H5Pget_layout(dcpl.id) != H5D_CHUNKED) return DirectRead::unsuitable;
+  if (dcpl.id < 0 || type.id < 0 || space.id < 0 || H5Pget_layout(dcpl.id) != H5D_CHUNKED) return std::nullopt;
   unsigned flags = 0, config = 0;
   std::size_t nvalues = 0;
   if (H5Pget_nfilters(dcpl.id) != 1 ||
       H5Pget_filter2(dcpl.id, 0, &flags, &nvalues, nullptr, 0, nullptr, &config) != H5Z_FILTER_FLETCHER32 ||
       H5Tequal(type.id, memtype) <= 0)
-    return DirectRead::unsuitable;
+    return std::nullopt;
   int const rank = H5Sget_simple_extent_ndims(space.id);
   hsize_t dims[2] = {}, chunk[2] = {};
   if (rank < 1 || rank > 2 || H5Sget_simple_extent_dims(space.id, dims, nullptr) != rank ||
-      H5Pget_chunk(dcpl.id, rank, chunk) != rank || chunk[0] == 0 || (rank == 2 && chunk[1] != dims[1]) ||
-      hsize_t(first + count) > dims[0])
-    return DirectRead::unsuitable;
-  std::size_t const row_bytes = H5Tget_size(memtype) * (rank == 2 ? std::size_t(dims[1]) : 1);
+      H5Pget_chunk(dcpl.id, rank, chunk) != rank || chunk[0] == 0 || (rank == 2 && chunk[1] != dims[1]))
+    return std::nullopt;
+  Layout l;
+  l.row_bytes = H5Tget_size(memtype) * (rank == 2 ? std::size_t(dims[1]) : 1);
   // kembed writes chunks of about 1 MiB; a file that declares far larger ones (or
   // sizes that overflow) is left to HDF5 rather than given a scratch buffer that big.
   std::size_t const largest = std::size_t(64) << 20;
-  if (row_bytes == 0 || row_bytes > largest || chunk[0] > largest / row_bytes) return DirectRead::unsuitable;
-  auto const chunk_rows = std::int64_t(chunk[0]);
-  std::size_t const chunk_bytes = std::size_t(chunk_rows) * row_bytes;
+  if (l.row_bytes == 0 || l.row_bytes > largest || chunk[0] > largest / l.row_bytes || dims[0] > hsize_t(INT64_MAX))
+    return std::nullopt;
+  l.chunk_rows = std::int64_t(chunk[0]);
+  l.chunk_bytes = std::size_t(l.chunk_rows) * l.row_bytes;
+  l.rows = std::int64_t(dims[0]);
+  return l;
+}
+
+thread_local std::vector<unsigned char> scratch;  // one chunk and its checksum
+
+}  // namespace
+
+DirectRead read_rows_direct(hid_t dataset, hid_t memtype, std::int64_t first, std::int64_t count, void* out) {
+  auto const layout = count > 0 ? own_layout(dataset, memtype) : std::nullopt;
+  if (!layout || first < 0 || first + count > layout->rows) return DirectRead::unsuitable;
+  auto const [chunk_rows, rows, row_bytes, chunk_bytes] = *layout;
   auto* const to = static_cast<unsigned char*>(out);
-  thread_local std::vector<unsigned char> scratch;  // a chunk of which only part is wanted
   for (std::int64_t c = first / chunk_rows; c * chunk_rows < first + count; ++c) {
     std::int64_t const row0 = c * chunk_rows;
     std::int64_t const lo = std::max(first, row0), hi = std::min(first + count, row0 + chunk_rows);
@@ -151,6 +166,29 @@ DirectRead read_rows_direct(hid_t dataset, hid_t memtype, std::int64_t first, st
                   std::size_t(hi - lo) * row_bytes);
   }
   return DirectRead::done;
+}
+
+DirectWrite write_rows_direct(hid_t dataset, hid_t memtype, std::int64_t first, std::int64_t count,
+                              void const* data) {
+  auto const layout = count > 0 ? own_layout(dataset, memtype) : std::nullopt;
+  if (!layout || first < 0 || first + count > layout->rows) return DirectWrite{true, first, first, 0};
+  auto const [chunk_rows, rows, row_bytes, chunk_bytes] = *layout;
+  (void)rows;
+  // The whole chunks inside [first, first + count); the rows around them are HDF5's.
+  std::int64_t const lo = (first + chunk_rows - 1) / chunk_rows * chunk_rows;
+  std::int64_t const hi = (first + count) / chunk_rows * chunk_rows;
+  if (lo >= hi) return DirectWrite{true, first, first, row_bytes};
+  auto const* from = static_cast<unsigned char const*>(data);
+  scratch.resize(chunk_bytes + 4);
+  for (std::int64_t row0 = lo; row0 < hi; row0 += chunk_rows) {
+    std::memcpy(scratch.data(), from + std::size_t(row0 - first) * row_bytes, chunk_bytes);
+    std::uint32_t const sum = fletcher32(scratch.data(), chunk_bytes);
+    for (int i = 0; i < 4; ++i) scratch[chunk_bytes + std::size_t(i)] = static_cast<unsigned char>(sum >> (8 * i));
+    hsize_t const offset[2] = {hsize_t(row0), 0};
+    if (H5Dwrite_chunk(dataset, H5P_DEFAULT, 0, offset, chunk_bytes + 4, scratch.data()) < 0)
+      return DirectWrite{false, lo, row0, row_bytes};  // the caller reports HDF5's error
+  }
+  return DirectWrite{true, lo, hi, row_bytes};
 }
 
 }  // namespace kembed::io::detail
