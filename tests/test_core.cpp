@@ -78,6 +78,28 @@ TEST(Options, AutoThresholdBoundary) {
   EXPECT_EQ(resolve_plan(Plan::scan, std::int64_t{1} << 40, std::int64_t{1} << 40), Plan::scan);
 }
 
+TEST(Validate, FirstNonFiniteFindsTheFirstAnywhere) {
+  // Lengths around the checker's blocks of 1024, every kind of non-finite value, at
+  // the first, a block's edges and the last place; finite extremes are not flagged.
+  float const inf = std::numeric_limits<float>::infinity();
+  float const kinds[] = {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(), inf, -inf,
+                         std::numeric_limits<float>::signaling_NaN()};
+  for (std::int64_t n : {0, 1, 1023, 1024, 1025, 3000, 4096}) {
+    std::vector<float> v(static_cast<std::size_t>(n), 1.0f);
+    for (std::int64_t i = 0; i < n; i += 7)
+      v[std::size_t(i)] = i % 2 ? std::numeric_limits<float>::max() : -std::numeric_limits<float>::denorm_min();
+    EXPECT_EQ(first_non_finite(v.data(), n), n) << n;
+    for (std::int64_t at : {std::int64_t{0}, std::int64_t{1023}, std::int64_t{1024}, n - 1})
+      for (float bad : kinds) {
+        if (at < 0 || at >= n) continue;
+        auto w = v;
+        w[std::size_t(at)] = bad;
+        if (at + 1 < n) w[std::size_t(n - 1)] = -inf;  // a later one does not hide it
+        EXPECT_EQ(first_non_finite(w.data(), n), at) << n << " at " << at;
+      }
+  }
+}
+
 TEST(Reference, TorchSemanticsOnASmallCase) {
   // ids [1, 3, 1, 1], d = 1, dy [1, 2, 3, 4]: row 1 = ((0 + 1) + 3) + 4, row 3 = 2.
   std::vector<std::int64_t> ids{1, 3, 1, 1};

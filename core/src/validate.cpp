@@ -2,6 +2,8 @@
 #include <kembed/core/validate.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <sstream>
 
 namespace kembed {
@@ -59,7 +61,20 @@ std::int64_t first_id_out_of_range(IdsRef const& ids, std::int64_t num_embedding
 }
 
 std::int64_t first_non_finite(float const* values, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i)
+  // Blocks are checked without an early exit (a loop the compiler vectorises: an
+  // exponent of all ones is an infinity or a NaN); only a block that has one is searched.
+  constexpr std::int64_t block = 1024;
+  std::int64_t i = 0;
+  for (; i + block <= n; i += block) {
+    std::uint32_t any = 0;
+    for (std::int64_t k = 0; k < block; ++k) {
+      std::uint32_t bits;
+      std::memcpy(&bits, values + i + k, sizeof bits);
+      any |= (bits & 0x7f800000u) == 0x7f800000u;
+    }
+    if (any) break;
+  }
+  for (; i < n; ++i)
     if (!std::isfinite(values[i])) return i;
   return n;
 }
