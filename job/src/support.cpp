@@ -1,4 +1,5 @@
 #include <kembed/job/backward.hpp>
+#include <kembed/job/detail/forward_job.hpp>
 #include <kembed/job/detail/support.hpp>
 #include <kembed/job/paths.hpp>
 
@@ -175,6 +176,18 @@ void unpin_helper_thread() {
   }
   if (count > 0) pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus);  // best effort: pinned still works
 #endif
+}
+
+void read_ids(io::BatchReader const& batch, ForwardSettings const& s, std::int64_t first, std::int64_t n,
+              std::int64_t v, std::vector<std::int64_t>& ids) {
+  batch.read(first, n, ids.data(), nullptr);
+  for (std::int64_t i = 0; i < n; ++i) {
+    auto const id = ids[std::size_t(i)];
+    if (id < 0 || id >= v)
+      throw io::FileError(s.ids, "/" + s.ids_dataset,
+                          "holds " + std::to_string(id) + " at position " + std::to_string(first + i) +
+                              ", outside [0, " + std::to_string(v) + ") (the table's num_embeddings)");
+  }
 }
 
 std::int64_t peak_rss_bytes() {

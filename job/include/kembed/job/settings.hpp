@@ -1,5 +1,5 @@
 #pragma once
-// What a batch job (kembed/job/backward.hpp) is asked to do, and what it reports.
+// What a batch job (kembed/job/backward.hpp, forward.hpp) is asked to do, and what it reports.
 #include <kembed/core/options.hpp>
 
 #include <cstdint>
@@ -36,6 +36,20 @@ struct BackwardReport {
   double exchange_seconds = 0;       // the first rank's share of backward_seconds spent exchanging
   double read_table_seconds = 0, hash_seconds = 0, read_seconds = 0, backward_seconds = 0, checkpoint_seconds = 0,
          write_seconds = 0, total_seconds = 0;
+};
+
+// What `kembed forward` does (kembed/job/forward.hpp).
+struct ForwardSettings {
+  std::string table, ids, out;
+  std::string ids_dataset = "ids";
+  std::int64_t microbatch = 65536;  // positions per forward call (and per block read and written)
+};
+
+struct ForwardReport {
+  std::string out, backend;
+  std::int64_t positions = 0, cols = 0;
+  int threads = 0;
+  double read_table_seconds = 0, hash_seconds = 0, forward_seconds = 0, write_seconds = 0, total_seconds = 0;
 };
 
 // Where the job reports while it runs (on the first rank only). Either may be empty.

@@ -1,0 +1,134 @@
+#pragma once
+// The forward job's one code path (kembed/job/forward.hpp).
+#include <kembed/embedding.hpp>
+#include <kembed/io/error.hpp>
+#include <kembed/io/job_files.hpp>
+#include <kembed/io/sha256.hpp>
+#include <kembed/io/table_file.hpp>
+#include <kembed/job/detail/io_worker.hpp>
+#include <kembed/job/detail/support.hpp>
+#include <kembed/job/paths.hpp>
+#include <kembed/job/settings.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <future>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kembed::job::detail {
+
+// Reads ids [first, first + n) and refuses one outside [0, V) with its position.
+void read_ids(io::BatchReader const& batch, ForwardSettings const& s, std::int64_t first, std::int64_t n,
+              std::int64_t v, std::vector<std::int64_t>& ids);
+
+template <class Space>
+ForwardReport run_forward(Space const& space, ForwardSettings const& s, Observer const& observer) {
+  using clock = std::chrono::steady_clock;
+  auto const seconds = [](clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); };
+  auto const t_start = clock::now();
+  if (s.microbatch < 1)
+    throw InvalidArgument("microbatch", "--microbatch must be at least 1, got " + std::to_string(s.microbatch));
+  for (auto const& [option, input] : {std::pair{"--table", s.table}, std::pair{"--ids", s.ids}})
+    if (same_file(s.out, input))
+      throw InvalidArgument("out", "--out " + s.out + " is the same file as " + option + " " + input +
+                                       "; the output would replace it. Give --out a path of its own");
+  check_output_path("--out", s.out);
+  ForwardReport report;
+  auto t0 = clock::now();
+  auto table = io::load_table(s.table);
+  auto const v = table.config.num_embeddings, d = table.config.embedding_dim;
+  Embedding<Space> layer(space, v, d, FloatsRef(table.weight.data(), Shape{v, d}));
+  table.weight = {};
+  report.read_table_seconds = seconds(t0);
+  io::BatchReader ids(s.ids, false, s.ids_dataset);
+  auto const t = ids.info().positions;
+  // The inputs are hashed on a thread of their own; ids are read and y written on
+  // another (one HDF5 call at a time, in order), while this thread looks up.
+  std::string table_sha, ids_sha;
+  std::exception_ptr hash_error;
+  JoiningThread hasher([&] {
+    auto const h0 = clock::now();
+    try {
+      table_sha = io::sha256_file(s.table);
+      ids_sha = io::sha256_file(s.ids);
+    } catch (...) {
+      hash_error = std::current_exception();
+    }
+    report.hash_seconds = seconds(h0);
+  });
+  io::ForwardWriter out(s.out, t, d, "", "");
+  std::int64_t const block = std::min(t, s.microbatch);
+  // Two blocks of ids and of y: one being read or written while the other is looked
+  // up. Where the space's memory is the host's, y is written from where it was looked
+  // up; otherwise it is copied to host buffers first.
+  constexpr bool host_y = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Space::memory_space>::accessible;
+  std::vector<std::int64_t> ids_h[2];
+  std::vector<float> y_h[2];
+  typename Embedding<Space>::matrix_type y[2];
+  for (int k = 0; k < 2; ++k) {
+    ids_h[k].resize(static_cast<std::size_t>(block));
+    if (!host_y) y_h[k].resize(static_cast<std::size_t>(block * d));
+    if (host_y || k == 0) y[k] = typename Embedding<Space>::matrix_type("kembed::job::y", block, d);
+  }
+  std::future<void> written[2];
+  IoWorker io(true);  // after what its tasks use: joined before they go
+  auto read = [&](int k, std::int64_t p) {
+    return io.submit([&, k, p] { read_ids(ids, s, p, std::min(block, t - p), v, ids_h[k]); });
+  };
+  if (observer.log)
+    observer.log("kembed forward: " + with_commas(t) + " positions, V = " + with_commas(v) + ", d = " +
+                 std::to_string(d) + ", " + Space::name() + " with " + std::to_string(space.concurrency()) +
+                 " thread(s)");
+  if (observer.progress) observer.progress(0, t, 0);
+  std::future<void> pending = t > 0 ? read(0, 0) : std::future<void>();
+  for (std::int64_t p = 0, k = 0; p < t; p += block, k = 1 - k) {
+    std::int64_t const n = std::min(block, t - p);
+    pending.get();
+    if (p + block < t) pending = read(int(1 - k), p + block);
+    auto& y_k = y[host_y ? k : 0];
+    t0 = clock::now();
+    if (host_y && written[k].valid()) written[k].get();  // y_k's last block is in the file
+    report.write_seconds += seconds(t0);
+    t0 = clock::now();
+    Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> ids_v(ids_h[k].data(), n);
+    auto y_n = Kokkos::subview(y_k, std::make_pair(std::int64_t{0}, n), Kokkos::ALL);
+    layer.forward(space, Kokkos::create_mirror_view_and_copy(typename Space::memory_space(), ids_v), y_n);
+    space.fence();
+    report.forward_seconds += seconds(t0);
+    float const* rows = y_k.data();
+    if (!host_y) {
+      t0 = clock::now();
+      if (written[k].valid()) written[k].get();  // this buffer's last block is in the file
+      report.write_seconds += seconds(t0);
+      Kokkos::deep_copy(
+          Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(y_h[k].data(), n, d),
+          y_n);
+      rows = y_h[k].data();
+    }
+    written[k] = io.submit([&out, rows, p, n] { out.write(p, n, rows); });
+    if (observer.progress) observer.progress(p + n, t, 0);
+  }
+  t0 = clock::now();
+  // y goes to storage while the hash may still run; commit() then writes little.
+  auto synced = io.submit([&] { out.sync_so_far(); });
+  for (auto& w : written)
+    if (w.valid()) w.get();
+  synced.get();
+  hasher.join();
+  if (hash_error) std::rethrow_exception(hash_error);
+  out.set_inputs(table_sha, ids_sha);
+  out.commit();
+  report.write_seconds += seconds(t0);
+  report.out = s.out;
+  report.backend = Space::name();
+  report.positions = t;
+  report.cols = d;
+  report.threads = static_cast<int>(space.concurrency());
+  report.total_seconds = seconds(t_start);
+  return report;
+}
+
+}  // namespace kembed::job::detail
