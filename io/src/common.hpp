@@ -122,14 +122,14 @@ std::string utc_now_iso8601();
 void write_identity(hid_t root, char const* format, SaveOptions const* created_by = nullptr);
 
 // Runs a step of writing `path` with HDF5's printing off; an HDF5 failure becomes an
-// IoFailure "<what>: <HDF5's words>", and an IoFailure (a failed fsync or rename)
-// passes through as it is.
+// IoFailure "<what>: <HDF5's words>", and kembed's own errors (an IoFailure from a
+// failed fsync or rename, bad input a step found) pass through as they are.
 template <class Step>
 void writing(std::string const& path, std::string const& what, Step&& step) {
   h5::Quiet quiet;
   try {
     step();
-  } catch (IoFailure const&) {
+  } catch (Error const&) {  // kembed's own (a failed write, or bad input a step found) keep their kind
     throw;
   } catch (std::runtime_error const& e) {
     throw IoFailure(path, what + ": " + e.what());

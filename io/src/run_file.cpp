@@ -85,22 +85,12 @@ std::string json_array(std::vector<std::string> const& items) {
   return out + "]";
 }
 
-void write_run(std::string const& path, RunFile const& run, SaveOptions const& options) {
-  if (run.rows < 1 || run.cols < 1 || std::int64_t(run.gradient.size()) != run.rows * run.cols ||
-      std::int64_t(run.counts.size()) != run.rows) {
-    throw InvalidArgument("run", "run has a gradient of " + std::to_string(run.gradient.size()) + " values and " +
-                                     std::to_string(run.counts.size()) + " counts for shape (" +
-                                     std::to_string(run.rows) + ", " + std::to_string(run.cols) + ")");
-  }
-  RunFile header = run;
-  header.gradient = {};
-  header.counts = {};
-  header.gradient_sha256 = gradient_sha256(run.gradient);
-  write_run(path, header, RowSlab{0, run.rows, run.gradient.data(), run.counts.data()}, options);
-}
-
-void write_run(std::string const& path, RunFile const& run, RowSlab const& mine, SaveOptions const& options,
-               Collective const* collective) {
+namespace {
+void write_run_slabs(std::string const& path, RunFile const& given, RowSlab const& mine, SaveOptions const& options,
+                     Collective const* collective, std::function<void(RunFile&)> const& complete) {
+  RunFile completed;
+  RunFile const* header_of = &given;
+  RunFile const& run = given;
   if (run.rows < 1 || run.cols < 1 || mine.first < 0 || mine.count < 0 || mine.first > run.rows ||
       mine.count > run.rows - mine.first || (mine.count > 0 && (!mine.gradient || !mine.counts)))
     throw InvalidArgument("run", "rows [" + std::to_string(mine.first) + ", +" + std::to_string(mine.count) +
@@ -110,6 +100,15 @@ void write_run(std::string const& path, RunFile const& run, RowSlab const& mine,
     throw InvalidArgument("run", "write_run from row slabs needs the whole gradient's SHA-256 (gradient_sha256)");
   detail::check_padding_to_store("the run", run.padding_idx, run.rows);
   auto header = [&](hid_t file) {
+    if (complete) {  // what the caller learnt while the rows were written
+      completed = given;
+      complete(completed);
+      header_of = &completed;
+      if (completed.gradient_sha256 != given.gradient_sha256 || completed.rows != given.rows ||
+          completed.cols != given.cols)
+        throw std::logic_error("write_run: complete() may not change the gradient's shape or digest");
+    }
+    RunFile const& run = *header_of;
     detail::write_identity(file, run_format);
     h5::write_string(file, "run_id", run.run_id);
     h5::write_string(file, "created", run.created.empty() ? detail::utc_now_iso8601() : run.created);
@@ -143,6 +142,34 @@ void write_run(std::string const& path, RunFile const& run, RowSlab const& mine,
                       {detail::float_rows("gradient", run.rows, run.cols, mine.gradient),
                        detail::int64_rows("counts", run.rows, mine.counts)},
                       mine, options, collective);
+}
+}  // namespace
+
+void write_run(std::string const& path, RunFile const& run, SaveOptions const& options) {
+  if (run.rows < 1 || run.cols < 1 || std::int64_t(run.gradient.size()) != run.rows * run.cols ||
+      std::int64_t(run.counts.size()) != run.rows) {
+    throw InvalidArgument("run", "run has a gradient of " + std::to_string(run.gradient.size()) + " values and " +
+                                     std::to_string(run.counts.size()) + " counts for shape (" +
+                                     std::to_string(run.rows) + ", " + std::to_string(run.cols) + ")");
+  }
+  RunFile header = run;
+  header.gradient = {};
+  header.counts = {};
+  header.gradient_sha256 = gradient_sha256(run.gradient);
+  write_run(path, header, RowSlab{0, run.rows, run.gradient.data(), run.counts.data()}, options);
+}
+
+void write_run(std::string const& path, RunFile const& run, RowSlab const& mine, SaveOptions const& options,
+               Collective const* collective) {
+  write_run_slabs(path, run, mine, options, collective, {});
+}
+
+void write_run(std::string const& path, RunFile const& run, RowSlab const& all, SaveOptions const& options,
+               std::function<void(RunFile&)> const& complete) {
+  if (all.first != 0 || all.count != run.rows)
+    throw InvalidArgument("run", "write_run with a late header writes all " + std::to_string(run.rows) +
+                                     " rows from one process");
+  write_run_slabs(path, run, all, options, nullptr, complete);
 }
 
 RunFile read_run(std::string const& path, bool with_gradient, bool verify) {

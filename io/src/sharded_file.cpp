@@ -126,14 +126,15 @@ void write_slabs(std::string const& path, std::string const& what, std::function
       problem = problem_of(path, e);
     }
   };
-  // One process writes its rows while creating the datasets.
+  // One process writes its rows while creating the datasets, and the header after them.
   if (rank == 0) step([&] {
       file.emplace(path);
-      header(file->root());
+      if (collective) header(file->root());
       for (auto const& d : datasets) {
         file->create(d.name, d.file_type, d.rows, d.cols, options);
         if (!collective) file->write_rows(d.name, d.mem_type, slab.first, slab.count, d.mine);
       }
+      if (!collective) header(file->root());
       file->close();
     });
 #if defined(KEMBED_IO_PARALLEL)

@@ -28,7 +28,8 @@ SlabDataset int64_rows(char const* name, std::int64_t rows, std::int64_t const* 
 // Writes `path` crash-safely: the first rank (or the one process) creates the
 // temporary file, `header` writes its attributes and groups there, and the datasets
 // are created; then each process writes its rows (collectively through MPI-IO when
-// `collective` is given), and the first rank publishes the file. Any rank's failure
+// `collective` is given), and the first rank publishes the file. One process writes
+// its rows first and the header last, so that `header` may wait for what it needs. Any rank's failure
 // stops every rank with the same IoFailure, and nothing appears under `path`.
 // `bad_input` is this process's objection to its own rows (empty: none): if any rank
 // has one, every rank throws the first rank's as InvalidArgument, before any file.

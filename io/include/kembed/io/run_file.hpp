@@ -5,6 +5,7 @@
 #include <kembed/io/table_file.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,6 +63,12 @@ void write_run(std::string const& path, RunFile const& run, SaveOptions const& o
 // `collective`, every rank calls it with the same `run` and its own rows.
 void write_run(std::string const& path, RunFile const& run, RowSlab const& mine, SaveOptions const& options,
                Collective const* collective = nullptr);
+// The same for one process, with the header completed late: the gradient and counts
+// are written (and deflated) first, then `complete` fills in what `run` still lacks
+// (a job's inputs' digests, its timings) before the header is written and the file
+// published. A job writes its gradient this way while its inputs are still hashed.
+void write_run(std::string const& path, RunFile const& run, RowSlab const& all, SaveOptions const& options,
+               std::function<void(RunFile&)> const& complete);
 // Reads everything; refuses a gradient whose bytes no longer match its SHA-256.
 // With `with_gradient` false the gradient is left empty (and not read at all);
 // with `verify` false its SHA-256 is not recomputed (a viewer may do it later).

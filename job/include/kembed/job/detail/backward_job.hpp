@@ -246,7 +246,10 @@ class BackwardJob {
       }
     }
     if (checkpoint_written.valid()) together([&] { checkpoint_written.get(); });
-    hashed();
+    // One process writes (and deflates) the gradient while its inputs may still be
+    // hashed, and the header with their digests last; ranks agree on them first.
+    bool const late_header = team_.size() == 1;
+    if (!late_header) hashed();
 
     t0 = clock::now();
     io::RunFile run;
@@ -265,7 +268,6 @@ class BackwardJob {
     run.positions = t;
     run.microbatches = microbatches;
     run.microbatch_size = s_.microbatch;
-    run.inputs = {table_id, batch_id};
     run.rows = v;
     run.cols = d;
     run.command_line_json = io::json_array(s_.command_line);
@@ -273,17 +275,25 @@ class BackwardJob {
     log("kembed backward: hashing the gradient and writing " + s_.out);
     auto const g = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
     run.gradient_sha256 = team_.sha256_in_rank_order(g.data(), g.size() * sizeof(float));
-    double const total_s = resumed_elapsed + seconds(t_start);
-    run.timings = {{"read_table_seconds", read_table_s}, {"hash_inputs_seconds", hash_s},
+    // The inputs and the timings, once the inputs are hashed.
+    auto complete = [&](io::RunFile& r) {
+      hashed();
+      r.inputs = {table_id, batch_id};
+      r.timings = {{"read_table_seconds", read_table_s}, {"hash_inputs_seconds", hash_s},
                    {"read_batch_seconds", read_s},       {"backward_seconds", backward_s},
-                   {"checkpoint_seconds", checkpoint_s}, {"total_seconds", total_s}};
-    if (team_.size() > 1) run.timings.emplace_back("exchange_seconds", layer->exchange_seconds());
-    run.timings = timings_of_first_rank(run.timings);
+                   {"checkpoint_seconds", checkpoint_s}, {"total_seconds", resumed_elapsed + seconds(t_start)}};
+      if (team_.size() > 1) r.timings.emplace_back("exchange_seconds", layer->exchange_seconds());
+      r.timings = timings_of_first_rank(r.timings);
+    };
     io::SaveOptions save;
     save.deflate = s_.deflate;
-    together([&] {
-      io::write_run(s_.out, run, io::RowSlab{first_row, rows, g.data(), counts.data()}, save, team_.collective());
-    });
+    io::RowSlab const slab{first_row, rows, g.data(), counts.data()};
+    if (late_header) {
+      io::write_run(s_.out, run, slab, save, complete);
+    } else {
+      complete(run);
+      together([&] { io::write_run(s_.out, run, slab, save, team_.collective()); });
+    }
     if (team_.rank() == 0 && (s_.checkpoint_every > 0 || found)) {  // the job is done: its checkpoint goes
       auto const note = remove_own_checkpoint(checkpoint_path, job_id, found ? &*found : nullptr);
       if (!note.empty()) log("kembed backward: " + note);
