@@ -10,6 +10,8 @@
 // Default 4,000,000 x 64 (a 1.06 GB batch) over V = 100,000 Zipf ids; --cold drops
 // the files from the page cache before each stage (the storage's speed counts);
 // --quick is 400,000 positions; each stage and job counts its fastest of N runs (2).
+// Run it as the CLI runs its jobs: OMP_WAIT_POLICY=passive, and no OMP_PROC_BIND
+// (scripts/bench.sh does; the OpenMP runtime reads both before main).
 #include <kembed/core/synthetic.hpp>
 #include <kembed/embedding.hpp>
 #include <kembed/io/job_files.hpp>
@@ -169,10 +171,11 @@ int main(int argc, char** argv) {
   s.out = out;
   s.plan = plan;
   job::BackwardReport report;
-  double job_hash_s = 1e300;
-  double const job_s = best([&] {
+  double job_s = 1e300, job_wait_s = 0;  // the fastest run's
+  best([&] {
+    auto const t0 = clock_type::now();
     report = job::run_backward(Space(), job::OneProcess(), s);
-    job_hash_s = std::min(job_hash_s, report.hash_seconds);
+    if (since(t0) < job_s) job_s = since(t0), job_wait_s = report.hash_wait_seconds;
   });
 
   // Forward: the ids alone, the hash (as above), the lookup from memory into blocks
@@ -209,16 +212,19 @@ int main(int argc, char** argv) {
   fs.table = table;
   fs.ids = batch;
   fs.out = out;
-  double forward_hash_s = 1e300;
-  double const forward_s = best([&] {
-    forward_hash_s = std::min(forward_hash_s, job::run_forward(Space(), fs).hash_seconds);
+  double forward_s = 1e300, forward_wait_s = 0;
+  best([&] {
+    auto const t0 = clock_type::now();
+    auto const r = job::run_forward(Space(), fs);
+    if (since(t0) < forward_s) forward_s = since(t0), forward_wait_s = r.hash_wait_seconds;
   });
 
   std::printf("kembed-job-bench: T = %lld, V = %lld, d = %lld, batch %.2f GB, %s, %s with %d thread(s)\n", t, v, d,
               double(bytes) / 1e9, cold ? "files dropped from the page cache before each stage" : "page cache warm",
               Space::name(), int(Space().concurrency()));
   auto const line = [](char const* what, double s) { std::printf("| %s | %.3f |\n", what, s); };
-  auto const verdict = [&](char const* job_name, double job_s, double job_hash_s, std::vector<std::pair<char const*, double>> stages) {
+  auto const verdict = [&](char const* job_name, double job_s, double wait_s,
+                           std::vector<std::pair<char const*, double>> stages) {
     auto const slowest = *std::max_element(stages.begin(), stages.end(),
                                            [](auto const& a, auto const& b) { return a.second < b.second; });
     double sum = 0;
@@ -227,12 +233,12 @@ int main(int argc, char** argv) {
     for (auto const& [what, s] : stages) line(what, s);
     line("the stages one after another", sum);
     std::printf("| **the job** | **%.3f** |\n\n", job_s);
-    std::printf("%s: job / slowest stage (%s) = %.2f; hashing on its thread %.0f%% of the job\n", job_name,
-                slowest.first, job_s / slowest.second, 100.0 * job_hash_s / job_s);
+    std::printf("%s: job / slowest stage (%s) = %.2f; waited for the hash with all else done: %.0f%% of the job\n",
+                job_name, slowest.first, job_s / slowest.second, 100.0 * wait_s / job_s);
   };
-  verdict("backward", job_s, job_hash_s,
+  verdict("backward", job_s, job_wait_s,
           {{"read the batch (HDF5 only)", read_s}, {"hash both inputs", hash_s}, {"fold from memory", fold_s}});
-  verdict("forward", forward_s, forward_hash_s,
+  verdict("forward", forward_s, forward_wait_s,
           {{"read the ids (HDF5 only)", read_ids_s},
            {"hash both inputs", hash_s},
            {"look up from memory", lookup_s},

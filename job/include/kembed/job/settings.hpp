@@ -36,6 +36,7 @@ struct BackwardReport {
   double exchange_seconds = 0;       // the first rank's share of backward_seconds spent exchanging
   double read_table_seconds = 0, hash_seconds = 0, read_seconds = 0, backward_seconds = 0, checkpoint_seconds = 0,
          write_seconds = 0, total_seconds = 0;
+  double hash_wait_seconds = 0;  // spent waiting for the inputs' digests with nothing else left to do
 };
 
 // What `kembed forward` does (kembed/job/forward.hpp).
@@ -50,6 +51,7 @@ struct ForwardReport {
   std::int64_t positions = 0, cols = 0;
   int threads = 0;
   double read_table_seconds = 0, hash_seconds = 0, forward_seconds = 0, write_seconds = 0, total_seconds = 0;
+  double hash_wait_seconds = 0;  // spent waiting for the inputs' digests with nothing else left to do
 };
 
 // Where the job reports while it runs (on the first rank only). Either may be empty.

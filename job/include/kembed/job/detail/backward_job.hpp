@@ -276,8 +276,11 @@ class BackwardJob {
     auto const g = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
     run.gradient_sha256 = team_.sha256_in_rank_order(g.data(), g.size() * sizeof(float));
     // The inputs and the timings, once the inputs are hashed.
+    double hash_wait_s = 0;
     auto complete = [&](io::RunFile& r) {
+      auto const w0 = clock::now();
       hashed();
+      hash_wait_s = seconds(w0);
       r.inputs = {table_id, batch_id};
       r.timings = {{"read_table_seconds", read_table_s}, {"hash_inputs_seconds", hash_s},
                    {"read_batch_seconds", read_s},       {"backward_seconds", backward_s},
@@ -320,6 +323,7 @@ class BackwardJob {
     report.backward_seconds = backward_s;
     report.checkpoint_seconds = checkpoint_s;
     report.write_seconds = seconds(t0);
+    report.hash_wait_seconds = hash_wait_s;
     report.total_seconds = seconds(t_start);
     return report;
   }

@@ -117,7 +117,9 @@ ForwardReport run_forward(Space const& space, ForwardSettings const& s, Observer
   for (auto& w : written)
     if (w.valid()) w.get();
   synced.get();
+  auto const w0 = clock::now();
   hasher.join();
+  report.hash_wait_seconds = seconds(w0);
   if (hash_error) std::rethrow_exception(hash_error);
   out.set_inputs(table_sha, ids_sha);
   out.commit();
