@@ -12,6 +12,7 @@
 #include <kembed/io/sha256.hpp>
 
 #include "bound.hpp"
+#include "patterns.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -58,12 +59,15 @@ struct Row {
   double seconds;
   double bytes;
   double memcpy_seconds;
+  std::string pattern = "-";  // the bare access pattern of the operation (patterns.hpp), if it has one
+  double pattern_seconds = 0;
 };
 
 void print_row(FILE* out, Row const& r) {
-  std::fprintf(out, "%s,%d,%lld,%lld,%lld,%s,%s,%s,%s,%s,%.6g,%.6g,%.6g,%.4f\n", r.backend.c_str(), r.threads, r.v, r.d,
-               r.t, r.ids.c_str(), r.op.c_str(), r.mode.c_str(), r.plan.c_str(), r.plan_used.c_str(), r.seconds,
-               r.bytes, r.memcpy_seconds, r.memcpy_seconds / r.seconds);
+  std::fprintf(out, "%s,%d,%lld,%lld,%lld,%s,%s,%s,%s,%s,%.6g,%.6g,%.6g,%.4f,%s,%.6g,%.4f\n", r.backend.c_str(),
+               r.threads, r.v, r.d, r.t, r.ids.c_str(), r.op.c_str(), r.mode.c_str(), r.plan.c_str(),
+               r.plan_used.c_str(), r.seconds, r.bytes, r.memcpy_seconds, r.memcpy_seconds / r.seconds,
+               r.pattern.c_str(), r.pattern_seconds, r.pattern_seconds > 0 ? r.pattern_seconds / r.seconds : 0.0);
   std::fflush(out);
 }
 
@@ -80,7 +84,8 @@ int grid(bool quick, std::string const& csv, long long only_v, long long only_d,
     return 2;
   }
   std::fprintf(out,
-               "backend,threads,V,d,T,ids,op,mode,plan,plan_used,seconds,bytes,memcpy_seconds,fraction_of_bound\n");
+               "backend,threads,V,d,T,ids,op,mode,plan,plan_used,seconds,bytes,memcpy_seconds,fraction_of_bound,"
+               "pattern,pattern_seconds,fraction_of_pattern\n");
   auto const only = [](long long x, std::vector<long long> all) { return x > 0 ? std::vector<long long>{x} : all; };
   std::vector<long long> const vs =
       only(only_v, quick ? std::vector<long long>{100000, 1000000} : std::vector<long long>{1000, 100000, 1000000});
@@ -142,6 +147,25 @@ int grid(bool quick, std::string const& csv, long long only_v, long long only_d,
       // distribution: six copies of a 2 GB table per point took more time than the
       // timings. So the identical plans are checked against the first one's digest.
       std::map<std::pair<long long, std::string>, std::uint64_t> reference;
+      // The bare patterns on this point's data, timed once each (patterns.hpp): the
+      // gather for the forward, and for a backward the pattern of the plan that ran.
+      std::map<std::tuple<long long, std::string, std::string>, double> pattern_times;
+      auto const pattern_of = [&](std::string const& name, long long t, std::string const& dist,
+                                  std::int64_t const* ids_host, float const* dy, float* out_rows) {
+        auto const key = std::make_tuple(t, dist, name);
+        auto const it = pattern_times.find(key);
+        if (it != pattern_times.end()) return it->second;
+        double s = 0;
+        if (name == "gather") {
+          s = best_seconds([&] { kembed::bench::gather<Space>(threads, table.data(), ids_host, t, d, out_rows); });
+        } else if (name == "fold_by_row") {
+          kembed::bench::ByRow const rows(ids_host, t, v);
+          s = best_seconds([&] { kembed::bench::fold_by_row<Space>(threads, dy, rows, v, d, grad.data()); });
+        } else {
+          s = best_seconds([&] { kembed::bench::scan_add<Space>(threads, dy, ids_host, t, v, d, grad.data()); });
+        }
+        return pattern_times[key] = s;
+      };
       for (std::size_t i = 0; i < std::size(cases); ++i) {
         auto const c = cases[i];
         kembed::Options o;
@@ -166,7 +190,10 @@ int grid(bool quick, std::string const& csv, long long only_v, long long only_d,
                 space.fence();
               });
               row.bytes = fwd_bytes, row.memcpy_seconds = bound_for(fwd_bytes);
+              row.pattern = "gather";
+              row.pattern_seconds = pattern_of("gather", t, dist, ids_h.data(), dy.data(), y.data());
               print_row(out, row);
+              row.pattern = "-", row.pattern_seconds = 0;
             }
             row.op = "backward", row.bytes = bwd_bytes, row.memcpy_seconds = bound_for(bwd_bytes);
             row.mode = std::string(kembed::to_string(c.mode));
@@ -178,9 +205,13 @@ int grid(bool quick, std::string const& csv, long long only_v, long long only_d,
               l.backward(space, ids, dy, grad);
               space.fence();
             });
+            std::uint64_t const got = digest(space, grad);  // before a pattern overwrites grad
+            if (c.mode == kembed::Mode::identical) {
+              row.pattern = row.plan_used == "scan" ? "scan_add" : "fold_by_row";
+              row.pattern_seconds = pattern_of(row.pattern, t, dist, ids_h.data(), dy.data(), nullptr);
+            }
             print_row(out, row);
             if (c.mode == kembed::Mode::identical) {  // every identical plan: the same bits
-              std::uint64_t const got = digest(space, grad);
               auto const [it, first] = reference.emplace(std::make_pair(t, dist), got);
               if (!first && it->second != got) {
                 std::fprintf(stderr, "kembed-bench: plan %s gave other bits at V=%lld d=%lld T=%lld %s\n",

@@ -24,6 +24,7 @@
 #include <kembed/detail/memory.hpp>
 
 #include "bound.hpp"
+#include "patterns.hpp"
 
 #include <Kokkos_Core.hpp>
 
@@ -36,13 +37,14 @@
 #include <random>
 #include <string>
 #include <vector>
-#if defined(__SSE__)
-#include <immintrin.h>
-#endif
 
 namespace {
 
 using Space = Kokkos::DefaultHostExecutionSpace;
+using kembed::bench::fetch_row;
+using kembed::bench::stream_fence;
+using kembed::bench::stream_row;
+using kembed::bench::sum_row;
 using Bytes = Kokkos::View<char*, Kokkos::HostSpace>;
 
 template <class F>
@@ -61,36 +63,6 @@ Bytes buffer(char const* label, std::size_t bytes, char fill) {
   kembed::detail::advise_huge_pages(b.data(), bytes);
   std::memset(b.data(), fill, bytes);
   return b;
-}
-
-// One work item per thread; thread i gets [lo, hi) of n. The loops are compiled
-// as kembed's folds are (kembed::detail::run_host: AVX2 where the CPU has it).
-template <class F>
-void per_thread(char const* label, int threads, std::int64_t n, F const& f) {
-  kembed::detail::HostIsa const isa = kembed::detail::host_isa();
-  Kokkos::parallel_for(label, Kokkos::RangePolicy<Space>(Space(), 0, threads), [=](int i) {
-    kembed::detail::run_host(isa, [&] { f(i, n * i / threads, n * (i + 1) / threads); });
-  });
-  Space().fence();
-}
-
-// Adds a row (w floats, a multiple of 32) into 32 running sums: independent lanes,
-// so the compiler vectorises it without reassociating anything.
-inline void sum_row(float const* row, std::int64_t w, float* s) {
-  for (std::int64_t c = 0; c < w; c += 32)
-    for (int k = 0; k < 32; ++k) s[k] += row[c + k];
-}
-
-inline void fetch_row(float const* row, std::int64_t w) {
-  for (std::int64_t c = 0; c < w; c += 16) __builtin_prefetch(row + c, 0, 1);
-}
-
-inline void stream_row(float* dst, float const* src, std::int64_t w) {
-#if defined(__SSE__)
-  for (std::int64_t c = 0; c < w; c += 4) _mm_stream_ps(dst + c, _mm_loadu_ps(src + c));
-#else
-  std::memcpy(dst, src, std::size_t(w) * sizeof(float));
-#endif
 }
 
 }  // namespace
@@ -135,7 +107,7 @@ int main(int argc, char** argv) {
 
   std::size_t const bytes = std::size_t(mib) << 20;
   std::int64_t const w = row_bytes / 4, rows = std::int64_t(bytes / std::size_t(row_bytes));
-  std::int64_t const bucket_rows = std::max<std::int64_t>(1, (256 << 10) / row_bytes), ahead = 32;
+  std::int64_t const bucket_rows = std::max<std::int64_t>(1, (256 << 10) / row_bytes), ahead = kembed::bench::fetch_ahead;
   Bytes const src = buffer("kembed::ceilings::rows", bytes, 1), dst = buffer("kembed::ceilings::out", bytes, 0);
   auto const* in = reinterpret_cast<float const*>(src.data());
   auto* out = reinterpret_cast<float*>(dst.data());
@@ -182,7 +154,7 @@ int main(int argc, char** argv) {
   };
   std::vector<Row> results;
   auto const run = [&](char const* pattern, double moved, auto const& body) {
-    double const s = best_of(reps, [&] { per_thread("kembed::ceilings::pattern", threads, rows, body); });
+    double const s = best_of(reps, [&] { kembed::bench::per_thread<Space>("kembed::ceilings::pattern", threads, rows, body); });
     results.push_back({pattern, moved, s, memcpy_bound.seconds(std::size_t(moved))});
   };
   double const n = double(bytes);
@@ -193,15 +165,11 @@ int main(int argc, char** argv) {
       if (j + ahead < hi) fetch_row(in + rnd[j + ahead] * w, w);
       stream_row(out + j * w, in + rnd[j] * w, w);
     }
-#if defined(__SSE__)
-    _mm_sfence();
-#endif
+    stream_fence();
   });
   run("scatter", 2 * n, [=](int, std::int64_t lo, std::int64_t hi) {
     for (std::int64_t j = lo; j < hi; ++j) stream_row(out + perm[j] * w, in + j * w, w);
-#if defined(__SSE__)
-    _mm_sfence();
-#endif
+    stream_fence();
   });
   run("bucket", n, read_rows(bkt, true));
   run("bucket+add", n, [=](int i, std::int64_t lo, std::int64_t hi) {

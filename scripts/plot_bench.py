@@ -23,6 +23,9 @@ for r in rows:
         r[k] = int(r[k])
     for k in ("seconds", "bytes", "memcpy_seconds", "fraction_of_bound"):
         r[k] = float(r[k])
+    # The point's own bare access pattern (bench/patterns.hpp); CSVs from before it have none.
+    r["pattern"] = r.get("pattern") or "-"
+    r["pattern_seconds"] = float(r.get("pattern_seconds") or 0)
 
 
 def label(r):
@@ -116,6 +119,59 @@ for b, k in goals.items():
            f"{sum(abs(x - 1) <= 0.2 for x in normalised)} within 20%") if ratios else "-"
     print(f"| {b} | {k['auto_strict']} of {k['points']} ({k['auto_10']}) | {k['fwd_ok']} of {k['fwd_n']} | "
           f"{k['bwd_ok']} of {k['bwd_n']} ({med:.0%}) | {lin} |")
+
+# Against each point's own access pattern (bench/patterns.hpp, timed on the point's
+# data in the same run): the forward against the gather, the identical backward
+# (auto) against the pattern of the plan that ran. Goals: forward >= 90% and backward
+# >= 80% of the pattern at T >= 1e5, d >= 64; kembed / pattern within +-20% of its
+# median over T = 1e3..1e6 for each V, d and ids.
+def of_pattern(r):
+    return r["pattern_seconds"] / r["seconds"] if r["pattern_seconds"] > 0 else None
+
+
+with_pattern = [r for r in rows if r["pattern_seconds"] > 0]
+if with_pattern:
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for ax, (op, goal) in zip(axes, (("forward", 0.9), ("backward", 0.8))):
+        for b in backends:
+            pts = [(r["T"], of_pattern(r)) for r in with_pattern if label(r) == b and r["op"] == op
+                   and (op == "forward" or r["plan"] == "auto") and r["d"] >= 64]
+            ax.scatter([p[0] * (1 + 0.15 * backends.index(b)) for p in pts], [p[1] for p in pts], s=12, label=b)
+        ax.set_xscale("log"), ax.set_xlabel("T (positions)"), ax.set_ylabel("pattern time / kembed time")
+        ax.axhline(goal, color="grey", ls="--", lw=1)
+        ax.set_title(f"{op}{' (auto)' if op == 'backward' else ''}, d >= 64: fraction of its access pattern")
+        ax.grid(True, alpha=0.3), ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(images / "perf-pattern-fraction.png", dpi=90)
+
+    print("\n| backend | forward >= 90% of the gather (T >= 1e5, d >= 64; least) | backward (auto) >= 80% of its "
+          "plan's pattern (T >= 1e5, d >= 64; least) | kembed / pattern within 20% of its median over T "
+          "(forward; backward) | points short of a goal |")
+    print("| --- | --- | --- | --- | --- |")
+    for b in backends:
+        mine = [r for r in with_pattern if label(r) == b]
+        fw = [r for r in mine if r["op"] == "forward" and r["T"] >= 100000 and r["d"] >= 64]
+        bw = [r for r in mine if r["op"] == "backward" and r["plan"] == "auto" and r["mode"] == "identical"
+              and r["T"] >= 100000 and r["d"] >= 64]
+        short = [r for r in fw if of_pattern(r) < 0.9] + [r for r in bw if of_pattern(r) < 0.8]
+        lin = {}
+        for op in ("forward", "backward"):
+            ok = n = 0
+            for (v, d, ids) in sorted({(r["V"], r["d"], r["ids"]) for r in mine}):
+                sel = [r["seconds"] / r["pattern_seconds"] for r in mine if (r["V"], r["d"], r["ids"]) == (v, d, ids)
+                       and r["op"] == op and (op == "forward" or r["plan"] == "auto")]
+                if len(sel) < 2:
+                    continue
+                med = sorted(sel)[len(sel) // 2]
+                n += 1
+                ok += all(abs(x / med - 1) <= 0.2 for x in sel)
+            lin[op] = f"{ok} of {n}"
+        least = lambda rs: f"{min(of_pattern(r) for r in rs):.0%}" if rs else "-"
+        names = "; ".join(f"{r['op']} V={r['V']:g} d={r['d']} T={r['T']:g} {r['ids']} {r['plan_used']} "
+                          f"{of_pattern(r):.0%}" for r in short)
+        print(f"| {b} | {sum(of_pattern(r) >= 0.9 for r in fw)} of {len(fw)} ({least(fw)}) | "
+              f"{sum(of_pattern(r) >= 0.8 for r in bw)} of {len(bw)} ({least(bw)}) | "
+              f"{lin['forward']}; {lin['backward']} | {names or '-'} |")
 
 # Against torch (scripts/bench_torch.py writes torch.csv; it is not run by bench.sh).
 torch_csv = results / "torch.csv"
