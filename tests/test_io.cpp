@@ -29,6 +29,10 @@
 #include <functional>
 #include <limits>
 
+// HDF5's own checksum, exported by the library though declared only in its private
+// headers (at global scope: an extern "C" name in an unnamed namespace is a name of its own to nvcc).
+extern "C" std::uint32_t H5_checksum_fletcher32(void const* data, std::size_t bytes);
+
 namespace kembed {
 namespace {
 
@@ -470,9 +474,6 @@ TEST_F(Io, EveryBadFileIsRefusedByName) {
     }
   }
 }
-
-// HDF5's own checksum, exported by the library though declared only in its private headers.
-extern "C" std::uint32_t H5_checksum_fletcher32(void const* data, std::size_t bytes);
 
 TEST_F(Io, Fletcher32IsHdf5sBitForBit) {
   std::vector<unsigned char> random_bytes(std::size_t(3) << 20);
