@@ -178,16 +178,19 @@ void unpin_helper_thread() {
 #endif
 }
 
+void check_ids(std::string const& path, std::string const& dataset, std::int64_t first, std::int64_t const* ids,
+               std::int64_t n, std::int64_t v) {
+  for (std::int64_t i = 0; i < n; ++i)
+    if (ids[i] < 0 || ids[i] >= v)
+      throw io::FileError(path, "/" + dataset,
+                          "holds " + std::to_string(ids[i]) + " at position " + std::to_string(first + i) +
+                              ", outside [0, " + std::to_string(v) + ") (the table's num_embeddings)");
+}
+
 void read_ids(io::BatchReader const& batch, ForwardSettings const& s, std::int64_t first, std::int64_t n,
               std::int64_t v, std::vector<std::int64_t>& ids) {
   batch.read(first, n, ids.data(), nullptr);
-  for (std::int64_t i = 0; i < n; ++i) {
-    auto const id = ids[std::size_t(i)];
-    if (id < 0 || id >= v)
-      throw io::FileError(s.ids, "/" + s.ids_dataset,
-                          "holds " + std::to_string(id) + " at position " + std::to_string(first + i) +
-                              ", outside [0, " + std::to_string(v) + ") (the table's num_embeddings)");
-  }
+  check_ids(s.ids, s.ids_dataset, first, ids.data(), n, v);
 }
 
 std::int64_t peak_rss_bytes() {

@@ -364,13 +364,7 @@ class BackwardJob {
   void read_part(io::BatchReader const& batch, std::int64_t first, std::int64_t n, std::int64_t v,
                  std::vector<std::int64_t>& ids, std::vector<float>& dy) const {
     batch.read(first, n, ids.data(), dy.data());
-    for (std::int64_t i = 0; i < n; ++i) {
-      auto const id = ids[std::size_t(i)];
-      if (id < 0 || id >= v)
-        throw io::FileError(s_.batch, "/" + s_.ids_dataset,
-                            "holds " + std::to_string(id) + " at position " + std::to_string(first + i) +
-                                ", outside [0, " + std::to_string(v) + ") (the table's num_embeddings)");
-    }
+    check_ids(s_.batch, s_.ids_dataset, first, ids.data(), n, v);
   }
 
   // The first rank's timings, on every rank (the run file records one set).

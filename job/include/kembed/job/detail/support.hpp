@@ -56,6 +56,11 @@ Failure describe(std::exception_ptr error);
 // it with the fold while the other cores wait. Does nothing where nothing is pinned.
 void unpin_helper_thread();
 
+// Refuses an id outside [0, V) among ids[0, n), read from positions [first, first + n)
+// of `dataset` in `path`, naming its global position (io::FileError, exit 2).
+void check_ids(std::string const& path, std::string const& dataset, std::int64_t first, std::int64_t const* ids,
+               std::int64_t n, std::int64_t v);
+
 // Peak resident memory of this process (VmHWM), in bytes; 0 where unknown.
 std::int64_t peak_rss_bytes();
 
