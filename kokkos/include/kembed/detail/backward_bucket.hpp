@@ -36,10 +36,11 @@ inline BucketShape bucket_rows(std::int64_t v, std::int64_t d, std::int64_t budg
 // Parts for hot buckets, those with more than 1/concurrency of the positions
 // (Zipf's first bucket holds three quarters of them at V = 1e5): enough parts (a
 // power of two) that each is within that share. Each part walks all the bucket's
-// entries. Where d splits into whole cache lines per part (and the bucket is dense)
-// each part folds its own columns of every row: balanced whatever the ids, and no
-// branch per entry. Otherwise it folds its own rows (row i to part i mod parts),
-// whole rows, which Zipf's hottest row unbalances. Either way dy is read once: on 2
+// entries. On a device, where d splits into whole cache lines per part (and the
+// bucket is dense), each part folds its own columns of every row: balanced whatever
+// the ids, and no branch per entry. Otherwise, and always on the host, it folds its
+// own rows (row i to part i mod parts), whole rows, which Zipf's hottest row
+// unbalances; the other threads take the remaining buckets meanwhile. Either way dy is read once: on 2
 // cores the share 1/concurrency beat 1/(2 * concurrency) and 1/(4 * concurrency) by
 // 10-35% (more parts balance better and read more). Other buckets stay whole.
 inline void bucket_parts(BucketShape& s, std::int64_t t, std::int64_t busiest, std::int64_t concurrency) {
@@ -121,19 +122,23 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
   using Member = typename Policy::member_type;
   using Scratch = Kokkos::View<float*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
   using Bits = Kokkos::View<std::uint32_t*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
-  std::int64_t const parts = shape.parts, hot = shape.hot, rows = std::int64_t{1} << shift;
-  std::int64_t const league = shape.buckets * parts;
+  std::int64_t const parts = shape.parts, hot = shape.hot, rows = std::int64_t{1} << shift, buckets = shape.buckets;
+  std::int64_t const league = buckets * parts;
   Policy policy = Tiles<ExecutionSpace>::host ? Policy(space, league, 1) : Policy(space, league, Kokkos::AUTO);
   policy.set_scratch_size(1, Kokkos::PerTeam(Scratch::shmem_size(rows * d) + Bits::shmem_size((rows + 31) / 32)));
   // One bucket (part) per grab: Kokkos' automatic chunk (16 items at 2 threads and a
   // thousand items) handed a hot bucket's parts and their neighbours to one thread.
+  // The league is part-major (item = part * buckets + bucket): a host backend starts
+  // each thread on its own contiguous share of the league before any stealing, so
+  // bucket-major order gave thread 0 every part of bucket 0, Zipf's hot one, to fold
+  // one after the other (V = T = 1e6, d = 128: 2 threads no faster than 1).
   policy.set_chunk_size(1);
   std::int64_t const position_mask = bucket_max_positions - 1;
   int bad = 0;
   Kokkos::parallel_reduce(
       "kembed::backward_bucket::fold", policy,
       KOKKOS_LAMBDA(Member const& team, int& saw) { run_for(isa, [&] {
-        std::int64_t const k = team.league_rank() / parts, part = team.league_rank() % parts;
+        std::int64_t const k = team.league_rank() % buckets, part = team.league_rank() / buckets;
         std::int64_t const begin = offsets(k), end = offsets(k + 1);
         bool const split = parts > 1 && end - begin > hot;
         if (!split && part != 0) return;  // a whole bucket is its first item's
@@ -141,7 +146,12 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
         std::int64_t const n_rows = v - r0 < rows ? v - r0 : rows;
         // A split bucket's part owns columns [c0, c0 + dc) of every row (whole lines,
         // dense buckets only), else rows first, first + step, ... of all columns.
-        bool const by_cols = split && d % (line_floats * parts) == 0 && (end - begin) * sparse_entries >= n_rows;
+        // On the host always by rows: split by columns, the two halves of a row were
+        // folded at 1.6-2x different speeds by the same code (V = T = 1e6, d = 128,
+        // Zipf; docs/PERFORMANCE.md), and by rows 2 threads took 0.58x the time of 1
+        // there, by columns 0.88x (d = 64: 0.65x and 0.95x).
+        bool const by_cols = !Tiles<ExecutionSpace>::host && split && d % (line_floats * parts) == 0 &&
+                             (end - begin) * sparse_entries >= n_rows;
         bool const by_rows = split && !by_cols;
         std::int64_t const first = by_rows ? part : 0, step = by_rows ? parts : 1;
         std::int64_t const dc = by_cols ? d / parts : d, c0 = by_cols ? part * dc : 0;
