@@ -4,6 +4,7 @@
 #include <kembed/detail/checks.hpp>
 #include <kembed/detail/kernel_common.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 namespace kembed::detail {
@@ -12,6 +13,12 @@ namespace kembed::detail {
 // Measured on 2 cores (docs/PERFORMANCE.md): streaming made 512 MB outputs 1.5-2x
 // faster, was even at 51 MB, and slower at 6-64 MB, which the cache still holds.
 inline constexpr std::int64_t forward_stream_bytes = std::int64_t{128} << 20;
+// Rows of at least 512 bytes stream from 48 MiB: on the AMD host (32 MiB of L3 per
+// chiplet) a 51 MB output of 512-byte rows was written 1.4x faster at 1 thread and
+// 1.1-1.4x at 2, where 64 and 128 MB outputs of 64- and 128-byte rows were 1.1-1.2x
+// slower streamed.
+inline constexpr std::int64_t forward_stream_bytes_wide = std::int64_t{48} << 20;
+inline constexpr std::int64_t forward_wide_row_floats = 128;
 
 // Throws kembed::IdOutOfRange (nothing written) if an id is outside [0, V).
 template <class ExecutionSpace, class IdView, class Table, class Out>
@@ -44,7 +51,9 @@ void forward(ExecutionSpace const& space, IdView const& ids, Table const& weight
     // (the reads are random rows, which no hardware prefetcher predicts) and, for
     // large outputs, streams its rows out and fences once per block.
     constexpr std::int64_t block = 64, ahead = prefetch_rows;
-    bool const stream = t * d * std::int64_t(sizeof(float)) >= stream_bytes;
+    std::int64_t const out_bytes = t * d * std::int64_t(sizeof(float));
+    bool const stream = out_bytes >= stream_bytes ||
+                        (d >= forward_wide_row_floats && out_bytes >= std::min(stream_bytes, forward_stream_bytes_wide));
     Kokkos::parallel_for(
         "kembed::forward", Range<ExecutionSpace>(space, 0, (t + block - 1) / block), KOKKOS_LAMBDA(std::int64_t b) {
           std::int64_t const end = (b + 1) * block < t ? (b + 1) * block : t;
