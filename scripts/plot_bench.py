@@ -14,7 +14,7 @@ results, images = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 images.mkdir(parents=True, exist_ok=True)
 rows = []
 for f in sorted(results.glob("*.csv")):
-    if f.name.startswith(("torch", "ceilings")):  # bench_torch.py's, and kembed-ceilings' (below)
+    if f.name.startswith(("torch", "peers", "ceilings")):  # the peers scripts', and kembed-ceilings' (below)
         continue
     with open(f) as fh:
         rows += list(csv.DictReader(fh))
@@ -173,7 +173,7 @@ if with_pattern:
               f"{sum(of_pattern(r) >= 0.8 for r in bw)} of {len(bw)} ({least(bw)}) | "
               f"{lin['forward']}; {lin['backward']} | {names or '-'} |")
 
-# Against torch (scripts/bench_torch.py writes torch.csv; it is not run by bench.sh).
+# Against torch (torch.csv, from bench_peers.py's earlier version; not run by bench.sh).
 torch_csv = results / "torch.csv"
 if torch_csv.exists():
     with open(torch_csv) as fh:
