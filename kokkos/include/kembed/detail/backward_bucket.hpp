@@ -40,9 +40,10 @@ inline BucketShape bucket_rows(std::int64_t v, std::int64_t d, std::int64_t budg
 // bucket is dense), each part folds its own columns of every row: balanced whatever
 // the ids, and no branch per entry. Otherwise, and always on the host, it folds its
 // own rows (row i to part i mod parts), whole rows, which Zipf's hottest row
-// unbalances; the other threads take the remaining buckets meanwhile. Either way dy is read once: on 2
-// cores the share 1/concurrency beat 1/(2 * concurrency) and 1/(4 * concurrency) by
-// 10-35% (more parts balance better and read more). Other buckets stay whole.
+// unbalances; the other threads take the remaining buckets meanwhile. Either way
+// dy is read once: on 2 cores the share 1/concurrency beat 1/(2 * concurrency) and
+// 1/(4 * concurrency) by 10-35% (more parts balance better and read more). Other
+// buckets stay whole.
 inline void bucket_parts(BucketShape& s, std::int64_t t, std::int64_t busiest, std::int64_t concurrency) {
   s.parts = 1;
   s.hot = t / concurrency;
