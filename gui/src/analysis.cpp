@@ -84,8 +84,15 @@ Dataset load(std::string const& path) {
   return d;
 }
 
-bool verify_sha256(Dataset const& data) {
-  return io::sha256_hex(data.values.data(), data.values.size() * sizeof(float)) == data.sha256;
+bool verify_sha256(Dataset const& data, std::atomic<bool> const* cancel) {
+  io::Sha256 hash;
+  auto const* bytes = reinterpret_cast<unsigned char const*>(data.values.data());
+  std::size_t const size = data.values.size() * sizeof(float), piece = std::size_t{16} << 20;
+  for (std::size_t at = 0; at < size; at += piece) {
+    if (cancel && cancel->load()) return false;
+    hash.update(bytes + at, std::min(piece, size - at));
+  }
+  return hash.hex_digest() == data.sha256;
 }
 
 void compute_row_stats(Dataset& d) {

@@ -3,6 +3,7 @@
 // per-row statistics, exact count histograms, heatmap bands, and comparisons.
 #include <kembed/core/compare.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -37,8 +38,9 @@ std::string padding_text(std::int64_t padding_idx);
 // Loads a run or table file (throws kembed::Error with the file's name). The run's
 // SHA-256 is not recomputed here (see verify_sha256): first paint comes first.
 Dataset load(std::string const& path);
-// Recomputes the gradient's SHA-256 and compares it with the stored one.
-bool verify_sha256(Dataset const& data);
+// Recomputes the gradient's SHA-256 and compares it with the stored one, in pieces;
+// false as soon as `cancel` (if given) is set.
+bool verify_sha256(Dataset const& data, std::atomic<bool> const* cancel = nullptr);
 
 // Per-row statistics and the heatmap's levels, on all cores.
 void compute_row_stats(Dataset& data);

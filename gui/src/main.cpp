@@ -1,27 +1,37 @@
 // kembed-inspector [RUN.h5] [OTHER.h5] [--screenshot OUT.png --view counts|gradient|diff]
 // Opens one run (or table) file, or two to compare. With --screenshot it renders a
-// view without a display (QT_QPA_PLATFORM=offscreen) and exits: 0, or 2 on a bad file.
+// view without a display (offscreen, unless QT_QPA_PLATFORM names another platform)
+// and exits: 0, or 2 on a bad file or a bad option.
 #include "main_window.hpp"
+
+#include <kembed/version.hpp>
 
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QImage>
 
 #include <cstdio>
+#include <cstring>
 
 int main(int argc, char** argv) {
+  // A screenshot needs no display: choose the offscreen platform before Qt looks for one.
+  for (int i = 1; i < argc; ++i)
+    if (std::strncmp(argv[i], "--screenshot", 12) == 0 && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
+      qputenv("QT_QPA_PLATFORM", "offscreen");
   QApplication app(argc, argv);
   QApplication::setApplicationName("kembed-inspector");
+  QApplication::setApplicationVersion(KEMBED_VERSION_STRING);
   QCommandLineParser parser;
   parser.setApplicationDescription("See where gradients went and why two runs differ.");
   parser.addHelpOption();
+  parser.addVersionOption();
   parser.addPositionalArgument("run", "A run file (or a table file) to open", "[RUN.h5]");
   parser.addPositionalArgument("other", "A second run to compare with the first", "[OTHER.h5]");
   QCommandLineOption screenshot("screenshot", "Render a view to a PNG and exit", "OUT.png");
   QCommandLineOption view("view", "The view to show: counts, gradient or diff", "VIEW", "counts");
   QCommandLineOption size("size", "Window size for --screenshot", "WxH", "1200x800");
-  QCommandLineOption row("row", "Select this row id", "ROW");
-  parser.addOptions({screenshot, view, size, row});
+  QCommandLineOption row_option("row", "Select this row id", "ROW");
+  parser.addOptions({screenshot, view, size, row_option});
   parser.process(app);
   auto const files = parser.positionalArguments();
   if (files.size() > 2) {
@@ -35,6 +45,26 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  auto bad = [](QString const& text) {
+    std::fprintf(stderr, "kembed-inspector: %s\n", qPrintable(text));
+    return 2;
+  };
+  int width = 1200, height = 800;
+  if (parser.isSet(size)) {
+    auto const wh = parser.value(size).split('x');
+    bool ok_w = false, ok_h = false;
+    if (wh.size() == 2) width = wh[0].toInt(&ok_w), height = wh[1].toInt(&ok_h);
+    if (!ok_w || !ok_h || width < 200 || height < 150 || width > 16384 || height > 16384)
+      return bad("--size must be WIDTHxHEIGHT in pixels (200x150 to 16384x16384), got '" + parser.value(size) + "'");
+  }
+  qint64 row = -1;
+  if (parser.isSet(row_option)) {
+    bool ok = false;
+    row = parser.value(row_option).toLongLong(&ok);
+    if (!ok || row < 0) return bad("--row must be a row id (0 or more), got '" + parser.value(row_option) + "'");
+    if (files.isEmpty()) return bad("--row needs a file to select the row in");
+  }
+
   kembed::inspector::MainWindow window;
   bool const headless = parser.isSet(screenshot);
   window.setQuiet(headless);
@@ -45,11 +75,15 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (row >= 0 && window.datasetA() && row >= window.datasetA()->rows)
+    return bad(QString("--row %1 is not a row of %2 (rows 0 to %3)")
+                   .arg(row)
+                   .arg(files[0])
+                   .arg(window.datasetA()->rows - 1));
   window.setView(view_name);
-  auto const wh = parser.value(size).split('x');
-  if (wh.size() == 2) window.resize(wh[0].toInt(), wh[1].toInt());
+  window.resize(width, height);
   window.show();
-  if (parser.isSet(row)) window.selectRow(parser.value(row).toLongLong());
+  if (row >= 0) window.selectRow(row);
   if (!headless) return app.exec();
 
   window.waitForChecks();  // a damaged run fails here, and gives no picture
@@ -59,7 +93,7 @@ int main(int argc, char** argv) {
   }
   QApplication::processEvents();
   window.gradientView()->rebuild();  // bands for the final plot height
-  if (parser.isSet(row)) window.selectRow(parser.value(row).toLongLong());
+  if (row >= 0) window.selectRow(row);
   QApplication::processEvents();
   QImage const image = window.grab().toImage();
   if (!image.save(parser.value(screenshot))) {

@@ -17,6 +17,9 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QPointer>
+#include <QProgressDialog>
+#include <QSaveFile>
+#include <QFontDatabase>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTabWidget>
@@ -38,7 +41,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tabs_->addTab(diff_, "Diff");
   setCentralWidget(tabs_);
   status_ = new QLabel(this);
-  statusBar()->addWidget(status_, 1);
+  statusBar()->addPermanentWidget(status_, 1);  // stays while a message shows
   for (View* view : {static_cast<View*>(counts_), static_cast<View*>(gradient_), static_cast<View*>(diff_)})
     connect(view, &View::rowPicked, this, &MainWindow::selectRow);
 
@@ -66,9 +69,25 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     tabs_->setCurrentWidget(diff_);
     diff_->nextDifferingRow();
   });
+  auto* help = menuBar()->addMenu("&Help");
+  help->addAction("&Keys and mouse", QKeySequence(Qt::Key_F1), this, &MainWindow::showKeys);
+  help->addAction("&About kembed inspector", this, [this] {
+    QMessageBox::about(this, "About kembed inspector",
+                       QString("kembed inspector %1\nSee where gradients went and why two runs differ.\n"
+                               "kembed: reproducible embedding tables (Apache-2.0); this program uses "
+                               "QCustomPlot and is GPL-3.")
+                           .arg(QApplication::applicationVersion()));
+  });
   rebuildRecentMenu();
   resize(1200, 800);
   refresh();
+}
+
+MainWindow::~MainWindow() {
+  // A check still hashing when the window closes stops at its next piece; none may
+  // outlive the program's libraries.
+  stop_->store(true);
+  for (auto& worker : workers_) worker.join();
 }
 
 bool MainWindow::open(QString const& path, Slot slot) {
@@ -84,6 +103,15 @@ bool MainWindow::open(QString const& path, Slot slot) {
     return false;
   }
   QApplication::restoreOverrideCursor();
+  // Runs are compared with runs and tables with tables, as kembed diff does: a
+  // gradient against weights is no comparison.
+  auto kind = [](Dataset const& d) { return d.is_run() ? QString("a run file") : QString("a table file"); };
+  if (slot == Slot::B && a_ && a_->is_run() != data->is_run()) {
+    showError(QString("%1 is %2 and A (%3) is %4: the inspector compares two runs or two tables")
+                  .arg(path, kind(*data), QFileInfo(QString::fromStdString(a_->path)).fileName(), kind(*a_)));
+    return false;
+  }
+  if (slot == Slot::A && b_ && b_->is_run() != data->is_run()) b_ = nullptr;  // B no longer matches
   (slot == Slot::A ? a_ : b_) = data;
   remember(path);
   refresh();
@@ -92,6 +120,10 @@ bool MainWindow::open(QString const& path, Slot slot) {
 }
 
 void MainWindow::refresh() {
+  // A closed file's check no longer counts (its address may be reused).
+  verified_.erase(std::remove_if(verified_.begin(), verified_.end(),
+                                 [this](Dataset const* d) { return d != a_.get() && d != b_.get(); }),
+                  verified_.end());
   counts_->setDataset(a_);
   gradient_->setDataset(a_);
   diff_->setDatasets(a_, b_);
@@ -102,10 +134,24 @@ void MainWindow::refresh() {
   if (a_) title += " - " + QFileInfo(QString::fromStdString(a_->path)).fileName();
   if (b_) title += " vs " + QFileInfo(QString::fromStdString(b_->path)).fileName();
   setWindowTitle(title);
+  // Which file each slot shows and whether its gradient was checked, always in view.
+  auto describe = [this](char const* slot, Dataset const& d) {
+    auto const check = [&] {
+      if (!d.is_run()) return QString("a table");
+      if (std::find(checking_.begin(), checking_.end(), &d) != checking_.end()) return QString("checking SHA-256...");
+      if (std::find(verified_.begin(), verified_.end(), &d) != verified_.end()) return QString("SHA-256 verified");
+      return QString();
+    }();
+    return QString("%1: %2 (%3 x %4%5)")
+        .arg(slot, QFileInfo(QString::fromStdString(d.path)).fileName())
+        .arg(d.rows)
+        .arg(d.cols)
+        .arg(check.isEmpty() ? "" : ", " + check);
+  };
   if (!a_)
     status_->setText("Open a run file (File > Open, or drop it here)");
   else
-    status_->setText(QString("%1: %2 x %3").arg(QString::fromStdString(a_->path)).arg(a_->rows).arg(a_->cols));
+    status_->setText(describe("A", *a_) + (b_ ? "    " + describe("B", *b_) : QString()));
 }
 
 void MainWindow::verifyInBackground(std::shared_ptr<Dataset const> data) {
@@ -114,15 +160,16 @@ void MainWindow::verifyInBackground(std::shared_ptr<Dataset const> data) {
   checking_.push_back(data.get());
   refresh();
   QPointer<MainWindow> self(this);
-  std::thread([self, data] {
-    bool const ok = verify_sha256(*data);
+  auto stop = stop_;
+  workers_.emplace_back([self, data, stop] {
+    bool const ok = verify_sha256(*data, stop.get());
+    if (stop->load()) return;
     QMetaObject::invokeMethod(qApp, [self, data, ok] {
       if (!self) return;
       auto& pending = self->checking_;
       pending.erase(std::remove(pending.begin(), pending.end(), data.get()), pending.end());
-      QString const name = QFileInfo(QString::fromStdString(data->path)).fileName();
       if (ok) {
-        self->statusBar()->showMessage(name + ": gradient SHA-256 verified", 5000);
+        self->verified_.push_back(data.get());
         self->refresh();
         return;
       }
@@ -134,7 +181,7 @@ void MainWindow::verifyInBackground(std::shared_ptr<Dataset const> data) {
                       ": is damaged: its gradient does not match its stored SHA-256 (the file was changed after "
                       "the run wrote it), so it was closed and no verdict is given on it");
     });
-  }).detach();
+  });
 }
 
 void MainWindow::waitForChecks() {
@@ -180,9 +227,64 @@ void MainWindow::exportCsv() {
   if (!view) return;
   auto const path = QFileDialog::getSaveFileName(this, "Export table as CSV", "table.csv", "CSV (*.csv)");
   if (path.isEmpty()) return;
-  QFile file(path);
-  if (!file.open(QIODevice::WriteOnly | QIODevice::Truncate)) return showError(path + ": " + file.errorString());
-  QTextStream(&file) << view->tableCsv();
+  QProgressDialog dialog("Writing " + QFileInfo(path).fileName() + "...", "Cancel", 0, 1000, this);
+  dialog.setWindowModality(Qt::WindowModal);
+  dialog.setMinimumDuration(300);
+  exportCsvTo(path, [&dialog](double done) {
+    dialog.setValue(int(done * 1000));
+    QApplication::processEvents();
+    return !dialog.wasCanceled();
+  });
+}
+
+bool MainWindow::exportCsvTo(QString const& path, std::function<bool(double)> const& progress) {
+  auto* view = qobject_cast<View*>(tabs_->currentWidget());
+  if (!view) return false;
+  QSaveFile file(path);  // a temporary beside it, renamed on commit
+  if (!file.open(QIODevice::WriteOnly)) {
+    showError(path + ": " + file.errorString());
+    return false;
+  }
+  if (!view->writeCsv(file, progress)) {
+    file.cancelWriting();
+    if (file.error() != QFileDevice::NoError) showError(path + ": " + file.errorString());
+    return false;
+  }
+  if (!file.commit()) {
+    showError(path + ": " + file.errorString());
+    return false;
+  }
+  return true;
+}
+
+QString MainWindow::statusText() const {
+  auto const message = statusBar()->currentMessage();
+  return message.isEmpty() ? status_->text() : message;
+}
+
+QString MainWindow::keysText() const {
+  return "Keys\n"
+         "  Ctrl+O        open a run or table file (as A)\n"
+         "  Ctrl+D        open a second file to compare (as B)\n"
+         "  Ctrl+G        go to a row\n"
+         "  F6            the next differing row (Diff)\n"
+         "  Ctrl+E        export the chart as PNG\n"
+         "  Ctrl+Shift+E  export the table as CSV\n"
+         "  F1            this list\n"
+         "  Ctrl+Q        quit\n"
+         "Mouse\n"
+         "  wheel         zoom the heatmap's rows (Gradient)\n"
+         "  drag          pan the heatmap's rows\n"
+         "  right-click   pick the row under the pointer (Gradient)\n"
+         "  click         pick a row in any table, a bar's row, a differing row's point\n"
+         "Files can also be dropped on the window: one becomes A (or B), two become A and B.";
+}
+
+void MainWindow::showKeys() {
+  auto* box = new QMessageBox(QMessageBox::Information, "Keys and mouse", keysText(), QMessageBox::Ok, this);
+  box->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  box->setAttribute(Qt::WA_DeleteOnClose);
+  box->open();
 }
 
 void MainWindow::dragEnterEvent(QDragEnterEvent* event) {

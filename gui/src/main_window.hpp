@@ -6,7 +6,10 @@
 
 #include <QMainWindow>
 
+#include <functional>
+#include <atomic>
 #include <memory>
+#include <thread>
 #include <vector>
 
 class QLabel;
@@ -20,6 +23,7 @@ class MainWindow : public QMainWindow {
  public:
   enum class Slot { A, B };
   explicit MainWindow(QWidget* parent = nullptr);
+  ~MainWindow() override;  // stops and joins the background checks
 
   // Opens `path` into slot A or B. On a bad file: an error dialog (unless
   // quiet), the error kept in lastError(), and the window as it was.
@@ -40,11 +44,18 @@ class MainWindow : public QMainWindow {
   // Processes events until no check is running (--screenshot, tests).
   void waitForChecks();
 
+  // Writes the current view's CSV to `path` through a temporary file: nothing is
+  // left there when it fails or `progress` (fraction done) returns false to cancel.
+  bool exportCsvTo(QString const& path, std::function<bool(double)> const& progress = {});
+  QString statusText() const;  // what the status bar shows now
+  QString keysText() const;    // the key list (Help > Keys, F1)
+
  public slots:
   void selectRow(qint64 row);
   void goToRow();
   void exportPng();
   void exportCsv();
+  void showKeys();
 
  protected:
   void dragEnterEvent(QDragEnterEvent* event) override;
@@ -58,7 +69,9 @@ class MainWindow : public QMainWindow {
   void verifyInBackground(std::shared_ptr<Dataset const> data);
 
   std::shared_ptr<Dataset const> a_, b_;
-  std::vector<Dataset const*> checking_;
+  std::vector<Dataset const*> checking_, verified_;
+  std::vector<std::thread> workers_;
+  std::shared_ptr<std::atomic<bool>> stop_ = std::make_shared<std::atomic<bool>>(false);
   QTabWidget* tabs_;
   CountsView* counts_;
   GradientView* gradient_;

@@ -2,7 +2,12 @@
 
 #include <qcustomplot.h>
 
+#include <QBuffer>
 #include <QCheckBox>
+#include <QIODevice>
+#include <QScopedValueRollback>
+#include <QScrollArea>
+#include <QTextStream>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -42,11 +47,26 @@ QCustomPlot* make_plot(QWidget* parent) {
   return plot;
 }
 
-void select_view_row(QTableView* table, int view_row) {
+// Selects a row without reporting it as a pick (`following` is the view's guard).
+// The selection model's signals stay on: the table repaints from them, and blocked
+// they left the rows selected before painted as selected.
+void select_view_row(QTableView* table, int view_row, bool& following) {
   if (view_row < 0) return;
-  QSignalBlocker block(table->selectionModel());
+  QScopedValueRollback<bool> guard(following, true);
   table->selectRow(view_row);
   table->scrollTo(table->model()->index(view_row, 0), QAbstractItemView::PositionAtCenter);
+}
+
+// Widths that hold each column's header and its widest likely value.
+void fit_columns(QTableView* table, QStringList const& widest) {
+  auto const metrics = table->fontMetrics();
+  auto const header = table->horizontalHeader()->fontMetrics();
+  for (int c = 0; c < table->model()->columnCount(); ++c) {
+    auto const title = table->model()->headerData(c, Qt::Horizontal, Qt::DisplayRole).toString();
+    int w = header.horizontalAdvance(title) + 28;  // room for the sort arrow
+    if (c < widest.size()) w = std::max(w, metrics.horizontalAdvance(widest[c]) + 12);
+    table->setColumnWidth(c, w);
+  }
 }
 
 }  // namespace
@@ -60,7 +80,6 @@ CountsView::CountsView(QWidget* parent) : View(parent) {
   bars_->setBrush(QColor(40, 100, 170));
   bars_->setWidth(0.9);
   plot_->xAxis->setLabel("count of occurrences (bin: lower-upper, inclusive)");
-  plot_->xAxis->setTickLabelRotation(40);
   plot_->yAxis->setLabel("rows");
   bins_ = new QSpinBox(this);
   bins_->setRange(1, 1000);
@@ -68,6 +87,7 @@ CountsView::CountsView(QWidget* parent) : View(parent) {
   bins_->setPrefix("bins: ");
   log_bins_ = new QCheckBox("logarithmic bins", this);
   log_bins_->setChecked(true);
+  log_bins_->setObjectName("log_bins");
   log_axis_ = new QCheckBox("log scale (rows)", this);
   log_axis_->setChecked(true);
   skip_padding_ = new QCheckBox("leave out the padding row", this);
@@ -82,6 +102,7 @@ CountsView::CountsView(QWidget* parent) : View(parent) {
   top_->setSelectionBehavior(QAbstractItemView::SelectRows);
   model_ = new RowTableModel(this);
   table_ = make_table(model_, this);
+  table_->setObjectName("row_table");
 
   auto* controls = new QHBoxLayout;
   controls->addWidget(bins_);
@@ -107,19 +128,27 @@ CountsView::CountsView(QWidget* parent) : View(parent) {
   layout->addWidget(split);
 
   connect(bins_, qOverload<int>(&QSpinBox::valueChanged), this, &CountsView::rebuildHistogram);
+  // How many labels fit is known once the plot is laid out at its real width.
+  connect(plot_, &QCustomPlot::afterLayout, this, [this] {
+    if (plot_->axisRect()->width() != labelled_width_) labelBins();
+  });
   connect(log_bins_, &QCheckBox::toggled, this, &CountsView::rebuildHistogram);
   connect(log_axis_, &QCheckBox::toggled, this, &CountsView::rebuildHistogram);
   connect(skip_padding_, &QCheckBox::toggled, this, &CountsView::rebuildHistogram);
   connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](QModelIndex const& current) {
-    if (current.isValid()) emit rowPicked(model_->rowAt(current.row()));
+    if (current.isValid() && !following_) emit rowPicked(model_->rowAt(current.row()));
   });
   connect(top_, &QTableWidget::cellClicked, this,
           [this](int r, int) { emit rowPicked(top_->item(r, 1)->data(Qt::UserRole).toLongLong()); });
 }
 
 void CountsView::setDataset(std::shared_ptr<Dataset const> data) {
+  if (data == data_) return;  // another file opened as B: this view keeps its state
   data_ = std::move(data);
+  picked_ = -1;
   model_->setDataset(data_);
+  fit_columns(table_, {data_ ? QString::number(data_->rows) + (data_->padding_idx >= 0 ? " (padding)" : "") : "",
+                       "99999999", "-1234.56789", "-1234.56789"});
   table_->horizontalHeader()->setSortIndicator(RowTableModel::RowId, Qt::AscendingOrder);
   top_->setRowCount(0);
   if (data_ && data_->is_run()) {
@@ -158,13 +187,39 @@ void CountsView::setDataset(std::shared_ptr<Dataset const> data) {
   rebuildHistogram();
 }
 
+double CountsView::markedBin() const {
+  for (int i = 0; i < plot_->itemCount(); ++i)
+    if (auto* line = qobject_cast<QCPItemStraightLine*>(plot_->item(i))) return line->point1->coords().x();
+  return -1;
+}
+
 QString CountsView::summaryText() const {
   return summary_->text();
 }
 
+void CountsView::labelBins() {
+  // Upright labels, centred under their bars (rotated ones ended at their tick and
+  // seemed to name the bar to their left), as many as fit, the last bar always.
+  QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
+  int const n = int(histogram_.rows.size());
+  auto label = [&](int i) {
+    auto const lo = histogram_.lower[std::size_t(i)], hi = histogram_.upper[std::size_t(i)];
+    return hi - lo == 1 ? QString::number(lo) : QString("%1-\n%2").arg(lo).arg(hi - 1);
+  };
+  QFontMetrics const metrics(plot_->xAxis->tickLabelFont());
+  int widest = 1;
+  for (int i = 0; i < n; ++i)
+    for (auto const& part : label(i).split('\n')) widest = std::max(widest, metrics.horizontalAdvance(part) + 8);
+  labelled_width_ = plot_->axisRect()->width();
+  int const room = std::max(1, labelled_width_ / std::max(n, 1));
+  int const label_every = std::max(1, (widest + room - 1) / room);
+  for (int i = 0; i < n; ++i)
+    if (i == n - 1 || (i % label_every == 0 && n - 1 - i >= label_every)) ticker->addTick(double(i), label(i));
+  plot_->xAxis->setTicker(ticker);
+}
+
 void CountsView::rebuildHistogram() {
   QVector<double> keys, values;
-  QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
   histogram_ = {};
   if (data_ && data_->is_run()) {
     if (skip_padding_->isChecked() && data_->padding_idx >= 0) {
@@ -175,17 +230,13 @@ void CountsView::rebuildHistogram() {
       histogram_ = count_histogram(data_->counts, bins_->value(), log_bins_->isChecked());
     }
   }
-  int const label_every = std::max<int>(1, int(histogram_.rows.size()) / 24);
-  for (std::size_t i = 0; i < histogram_.rows.size(); ++i) {
+  int const n = int(histogram_.rows.size());
+  for (int i = 0; i < n; ++i) {
     keys << double(i);
-    values << double(histogram_.rows[i]);
-    if (int(i) % label_every == 0) {
-      auto const lo = histogram_.lower[i], hi = histogram_.upper[i];
-      ticker->addTick(double(i), hi - lo == 1 ? QString::number(lo) : QString("%1-%2").arg(lo).arg(hi - 1));
-    }
+    values << double(histogram_.rows[std::size_t(i)]);
   }
+  labelBins();
   bars_->setData(keys, values);
-  plot_->xAxis->setTicker(ticker);
   plot_->xAxis->setRange(-0.6, std::max<double>(double(keys.size()) - 0.4, 0.6));
   bool const log_axis = log_axis_->isChecked();
   plot_->yAxis->setScaleType(log_axis ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
@@ -195,16 +246,24 @@ void CountsView::rebuildHistogram() {
     plot_->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
   double const top = values.isEmpty() ? 1.0 : *std::max_element(values.begin(), values.end());
   plot_->yAxis->setRange(log_axis ? 0.8 : 0.0, std::max(1.0, top * (log_axis ? 2.0 : 1.05)));
+  markRow();
   plot_->replot();
 }
 
 void CountsView::showRow(qint64 row) {
   if (!data_ || row < 0 || row >= data_->rows) return;
-  select_view_row(table_, model_->viewRowOf(row));
+  picked_ = row;
+  select_view_row(table_, model_->viewRowOf(row), following_);
+  markRow();
+  plot_->replot();
+}
+
+void CountsView::markRow() {
+  for (int i = plot_->itemCount() - 1; i >= 0; --i) plot_->removeItem(i);
+  std::int64_t const row = picked_;
   // Mark the bar that holds this row's count (none for a padding row left out),
   // naming the padding row.
-  if (!histogram_.rows.empty() && data_->is_run()) {
-    for (int i = plot_->itemCount() - 1; i >= 0; --i) plot_->removeItem(i);
+  if (row >= 0 && !histogram_.rows.empty() && data_ && data_->is_run()) {
     if (!(data_->is_padding(row) && skip_padding_->isChecked())) {
       auto const c = data_->counts[row];
       auto const it = std::upper_bound(histogram_.lower.begin(), histogram_.lower.end(), c);
@@ -223,7 +282,6 @@ void CountsView::showRow(qint64 row) {
         label->position->setCoords(bin + 0.3, 0.05);
       }
     }
-    plot_->replot();
   }
 }
 
@@ -235,6 +293,10 @@ GradientView::GradientView(QWidget* parent) : View(parent) {
   plot_->axisRect()->setRangeDrag(Qt::Vertical);
   plot_->axisRect()->setRangeZoom(Qt::Vertical);
   plot_->xAxis->setLabel("column");
+  QSharedPointer<QCPAxisTickerFixed> whole(new QCPAxisTickerFixed);  // columns are whole numbers
+  whole->setTickStep(1.0);
+  whole->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+  plot_->xAxis->setTicker(whole);
   plot_->yAxis->setLabel("row");
   plot_->yAxis->setRangeReversed(true);  // row 0 at the top, as in a table
   map_ = new QCPColorMap(plot_->xAxis, plot_->yAxis);
@@ -263,6 +325,14 @@ GradientView::GradientView(QWidget* parent) : View(parent) {
   connect(plot_->yAxis, qOverload<QCPRange const&>(&QCPAxis::rangeChanged), this, [this] {
     if (!rebuilding_) rebuild();
   });
+  // Bands are as tall as a pixel of the axis rect, whose height is known only once
+  // the plot is laid out: a tab shown for the first time gets its size then, after
+  // this view's own resize. Re-band inside that replot, before it draws.
+  connect(plot_, &QCustomPlot::afterLayout, this, [this] {
+    if (data_ && !rebuilding_ && plot_->axisRect()->height() != filled_height_) fill();
+  });
+  map_->setVisible(false);  // no file, no heatmap
+  scale_->setVisible(false);
   connect(plot_, &QCustomPlot::mousePress, this, [this](QMouseEvent* e) {
     if (!data_ || e->button() != Qt::RightButton) return;
     emit rowPicked(qint64(std::llround(plot_->yAxis->pixelToCoord(e->pos().y()))));
@@ -270,7 +340,11 @@ GradientView::GradientView(QWidget* parent) : View(parent) {
 }
 
 void GradientView::setDataset(std::shared_ptr<Dataset const> data) {
+  if (data == data_) return;  // another file opened as B: the zoom stays
   data_ = std::move(data);
+  map_->setVisible(bool(data_));
+  scale_->setVisible(bool(data_));
+  marker_->setVisible(false);
   rebuilding_ = true;
   if (data_) {
     // Zipf-shaped gradients have a few huge rows: colour by the 99th percentile of
@@ -289,11 +363,22 @@ void GradientView::setDataset(std::shared_ptr<Dataset const> data) {
     plot_->yAxis->setRange(-0.5, double(data_->rows) - 0.5);
   }
   rebuilding_ = false;
-  rebuild();
+  if (data_) {
+    rebuild();
+  } else {
+    map_->data()->clear();
+    info_->setText("Open a run file to see its gradient (File > Open)");
+    plot_->replot();
+  }
 }
 
 void GradientView::rebuild() {
   if (!data_) return;
+  fill();
+  plot_->replot();
+}
+
+void GradientView::fill() {
   rebuilding_ = true;
   auto range = plot_->yAxis->range();
   std::int64_t first = std::max<std::int64_t>(0, std::int64_t(std::floor(range.lower + 0.5)));
@@ -328,31 +413,48 @@ void GradientView::rebuild() {
           .arg(data_->rows)
           .arg(bands_)
           .arg(double(last - first) / bands_, 0, 'f', 1));
-  plot_->replot();
+  filled_height_ = plot_->axisRect()->height();
   rebuilding_ = false;
 }
 
-void GradientView::resizeEvent(QResizeEvent* event) {
-  View::resizeEvent(event);
-  if (data_ && !rebuilding_) {
-    plot_->plotLayout()->update(QCPLayoutElement::upLayout);  // the axis rect's new height
-    rebuild();
-  }
+QString GradientView::infoText() const {
+  return info_->text();
 }
 
 QString GradientView::tableCsv() const {
-  QString out = "row,values\n";
-  if (!data_) return out;
+  QByteArray bytes;
+  QBuffer buffer(&bytes);
+  buffer.open(QIODevice::WriteOnly);
+  writeCsv(buffer, {});
+  return QString::fromUtf8(bytes);
+}
+
+bool GradientView::writeCsv(QIODevice& out, std::function<bool(double)> const& progress) const {
+  QTextStream text(&out);
+  text << "row";
+  if (data_)
+    for (std::int64_t c = 0; c < data_->cols; ++c) text << ",c" << c;
+  text << "\n";
+  if (!data_) return true;
   auto const range = plot_->yAxis->range();
-  std::int64_t const first = std::max<std::int64_t>(0, std::int64_t(range.lower + 0.5));
-  std::int64_t const last = std::min<std::int64_t>(data_->rows, std::int64_t(range.upper + 0.5) + 1);
-  for (std::int64_t r = first; r < last && r < first + 100000; ++r) {
-    out += QString::number(r);
+  std::int64_t const first = std::max<std::int64_t>(0, std::int64_t(std::floor(range.lower + 0.5)));
+  std::int64_t const last = std::min<std::int64_t>(data_->rows, std::int64_t(std::ceil(range.upper + 0.5)));
+  for (std::int64_t r = first; r < last; ++r) {
+    text << r;
     for (std::int64_t c = 0; c < data_->cols; ++c)
-      out += "," + QString::number(data_->values[std::size_t(r * data_->cols + c)], 'g', 9);
-    out += "\n";
+      text << ',' << QString::number(data_->values[std::size_t(r * data_->cols + c)], 'g', 9);
+    text << '\n';
+    if ((r - first) % 4096 == 4095 && progress && !progress(double(r + 1 - first) / double(last - first))) return false;
   }
-  return out;
+  text.flush();
+  return text.status() == QTextStream::Ok;
+}
+
+bool View::writeCsv(QIODevice& out, std::function<bool(double)> const&) const {
+  QTextStream text(&out);
+  text << tableCsv();
+  text.flush();
+  return text.status() == QTextStream::Ok;
 }
 
 void GradientView::showRow(qint64 row) {
@@ -389,6 +491,7 @@ DiffView::DiffView(QWidget* parent) : View(parent) {
   marker_->setVisible(false);
   model_ = new DiffTableModel(this);
   table_ = make_table(model_, this);
+  table_->setObjectName("differing_rows");
   provenance_ = new QTableWidget(0, 3, this);
   provenance_->setHorizontalHeaderLabels({"", "A", "B"});
   provenance_->verticalHeader()->setVisible(false);
@@ -399,13 +502,17 @@ DiffView::DiffView(QWidget* parent) : View(parent) {
   bits_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   bits_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
   bits_->setWordWrap(true);
+  bits_->setAlignment(Qt::AlignLeft | Qt::AlignTop);
+  auto* bits_scroll = new QScrollArea(this);
+  bits_scroll->setWidget(bits_);
+  bits_scroll->setWidgetResizable(true);
 
   auto* left = new QSplitter(Qt::Vertical, this);
   left->addWidget(plot_);
   left->addWidget(table_);
   auto* right = new QSplitter(Qt::Vertical, this);
   right->addWidget(provenance_);
-  right->addWidget(bits_);
+  right->addWidget(bits_scroll);
   auto* split = new QSplitter(this);
   split->addWidget(left);
   split->addWidget(right);
@@ -416,7 +523,7 @@ DiffView::DiffView(QWidget* parent) : View(parent) {
   layout->addWidget(split, 1);
 
   connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](QModelIndex const& current) {
-    if (current.isValid()) emit rowPicked(model_->at(current.row()).row);
+    if (current.isValid() && !following_) emit rowPicked(model_->at(current.row()).row);
   });
   connect(plot_, &QCustomPlot::plottableClick, this, [this](QCPAbstractPlottable*, int index, QMouseEvent*) {
     if (index >= 0 && std::size_t(index) < summary_.values.differences.size())
@@ -513,7 +620,7 @@ QString DiffView::bitsText() const {
 void DiffView::showRow(qint64 row) {
   if (!(a_ && b_) || summary_.shapes_differ || row < 0 || row >= a_->rows) return;
   current_ = row;
-  select_view_row(table_, model_->viewRowOf(row));
+  select_view_row(table_, model_->viewRowOf(row), following_);
   marker_->point1->setCoords(double(row), 1e-45);
   marker_->point2->setCoords(double(row), 1.0);
   marker_->setVisible(true);

@@ -6,6 +6,7 @@
 
 #include <QWidget>
 
+#include <functional>
 #include <memory>
 
 class QCustomPlot;
@@ -15,6 +16,7 @@ class QCPColorScale;
 class QCPGraph;
 class QCPItemStraightLine;
 class QCheckBox;
+class QIODevice;
 class QLabel;
 class QSpinBox;
 class QTableView;
@@ -28,10 +30,18 @@ class View : public QWidget {
   using QWidget::QWidget;
   virtual QCustomPlot* plot() const = 0;  // the chart that "Export PNG" saves
   virtual QString tableCsv() const = 0;   // the table that "Export CSV" saves
+  // Writes what "Export CSV" saves; `progress` gets the fraction done and returns
+  // false to cancel (then false is returned). The default writes tableCsv().
+  virtual bool writeCsv(QIODevice& out, std::function<bool(double)> const& progress) const;
  public slots:
   virtual void showRow(qint64 row) = 0;
  signals:
   void rowPicked(qint64 row);
+
+ protected:
+  // Set while a view follows a row picked elsewhere, so that selecting it in the
+  // view's own table does not report it back as a new pick.
+  bool following_ = false;
 };
 
 // Per-row gradient counts: an exact histogram (bins chosen by the user, linear or
@@ -50,12 +60,17 @@ class CountsView : public View {
   QCheckBox* leaveOutPadding() const { return skip_padding_; }
   QTableWidget* topRows() const { return top_; }
   QString summaryText() const;
+  double markedBin() const;  // the bin the picked row's marker stands on, or -1
  public slots:
   void showRow(qint64 row) override;
   void rebuildHistogram();
 
  private:
+  void markRow();    // the picked row's bar, after any change of bins
+  void labelBins();  // bin labels for the plot's current width
+  int labelled_width_ = -1;
   std::shared_ptr<Dataset const> data_;
+  std::int64_t picked_ = -1;
   Histogram histogram_;
   QCustomPlot* plot_;
   QCPBars* bars_;
@@ -80,16 +95,18 @@ class GradientView : public View {
   void setDataset(std::shared_ptr<Dataset const> data);
   QCustomPlot* plot() const override { return plot_; }
   QString tableCsv() const override;
+  // Every row in view, all columns: "row,c0,...,c{d-1}".
+  bool writeCsv(QIODevice& out, std::function<bool(double)> const& progress) const override;
   int bands() const { return bands_; }
+  QString infoText() const;
  public slots:
   void showRow(qint64 row) override;
   void rebuild();
 
- protected:
-  void resizeEvent(QResizeEvent* event) override;  // new height, new bands
-
  private:
+  void fill();  // bands for the axis rect's current height, without a replot
   std::shared_ptr<Dataset const> data_;
+  int filled_height_ = -1;
   QCustomPlot* plot_;
   QCPColorMap* map_;
   QCPColorScale* scale_;
@@ -131,7 +148,7 @@ class DiffView : public View {
   QTableView* table_;
   DiffTableModel* model_;
   QTableWidget* provenance_;
-  QLabel* bits_;
+  QLabel* bits_;  // in a scroll area: 64 columns of bits must not grow the window
 };
 
 }  // namespace kembed::inspector

@@ -12,6 +12,9 @@
 #include <hdf5.h>
 
 #include <QApplication>
+#include <QHeaderView>
+#include <QMenu>
+#include <QMenuBar>
 #include <QCheckBox>
 #include <QImage>
 #include <QSettings>
@@ -23,6 +26,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 
 namespace kembed::inspector {
 namespace {
@@ -347,6 +352,266 @@ TEST_F(Inspector, ADamagedRunIsClosedAndNeverJudged) {
   EXPECT_TRUE(window.lastError().contains("is damaged")) << window.lastError().toStdString();
   EXPECT_FALSE(window.diffView()->verdict().contains("differ")) << window.diffView()->verdict().toStdString();
   EXPECT_FALSE(window.diffView()->verdict().contains("identical")) << window.diffView()->verdict().toStdString();
+}
+
+// ---- issue 20's defects, each driven through the widgets as a user would ----------
+
+// A synthetic run of rows x cols with Zipf counts, in the test's own folder; `edit`
+// may change it before it is written.
+std::string synthetic_run(std::string const& name, std::int64_t rows, std::int64_t cols,
+                          std::function<void(io::RunFile&)> const& edit = {}) {
+  io::RunFile run;
+  run.rows = rows, run.cols = cols;
+  run.gradient = synthetic::uniform_floats(rows * cols, 5);
+  run.counts.assign(std::size_t(rows), 0);
+  for (auto id : synthetic::zipf_ids(rows, 2 * rows, 1.1, 6)) ++run.counts[std::size_t(id)];
+  run.run_id = name, run.backend = "Serial", run.threads = 1, run.plan = "auto", run.plan_used = "scan";
+  run.numeric_mode = "identical", run.positions = 2 * rows, run.microbatches = 1, run.microbatch_size = 2 * rows;
+  if (edit) edit(run);
+  auto const path = work_dir() + "/" + name;
+  io::write_run(path, run);
+  return path;
+}
+
+void show(MainWindow& window, QString const& view = "counts") {
+  window.resize(1200, 800);
+  window.setView(view);
+  window.show();
+  QApplication::processEvents();
+}
+
+// Defect 1: switching to the Gradient tab (not --screenshot's forced rebuild) shows
+// bands as tall as a pixel, not one band of every row.
+TEST(InspectorDefects, TheHeatmapIsRightOnFirstView) {
+  auto const path = synthetic_run("tall.h5", 200000, 4);
+  MainWindow window;
+  window.setQuiet(true);
+  ASSERT_TRUE(window.open(QString::fromStdString(path), MainWindow::Slot::A));
+  show(window, "counts");
+  window.setView("gradient");  // as a click on the tab does
+  QApplication::processEvents();
+  EXPECT_GT(window.gradientView()->bands(), 200) << window.gradientView()->infoText().toStdString();
+  window.waitForChecks();
+}
+
+// Defect 2: the picked row's marker moves with its count when the bins change.
+TEST_F(Inspector, ThePickedRowsMarkerFollowsTheBins) {
+  MainWindow window;
+  window.setQuiet(true);
+  ASSERT_TRUE(window.open(QString::fromStdString(run_file()), MainWindow::Slot::A));
+  show(window);
+  auto* counts = window.countsView();
+  auto const& data = *window.datasetA();
+  // A row whose count falls in different bins with logarithmic and with linear bins.
+  auto index_in = [](Histogram const& h, std::int64_t c) {
+    return std::upper_bound(h.lower.begin(), h.lower.end(), c) - h.lower.begin();
+  };
+  auto const log_h = count_histogram(data.counts, 20, true), lin_h = count_histogram(data.counts, 20, false);
+  std::int64_t row = -1;
+  for (std::int64_t r = 0; r < data.rows && row < 0; ++r)
+    if (index_in(log_h, data.counts[std::size_t(r)]) != index_in(lin_h, data.counts[std::size_t(r)])) row = r;
+  ASSERT_GE(row, 0);
+  auto bin_of = [&](std::int64_t c) {
+    auto const& h = counts->histogram();
+    return double(std::upper_bound(h.lower.begin(), h.lower.end(), c) - h.lower.begin() - 1);
+  };
+  window.selectRow(row);
+  ASSERT_EQ(counts->markedBin(), bin_of(data.counts[std::size_t(row)]));
+  counts->findChild<QCheckBox*>("log_bins")->click();  // unticks "logarithmic bins"
+  EXPECT_EQ(counts->markedBin(), bin_of(data.counts[std::size_t(row)]));
+  EXPECT_NE(counts->markedBin(), -1.0);
+}
+
+// Defect 3: F6 three times leaves one selected (and painted) row in the diff table.
+TEST_F(Inspector, F6LeavesOneSelectedRow) {
+  auto const dir = work_dir();
+  auto run = io::read_run(run_file());
+  for (std::int64_t r : {3, 9, 20, 31}) run.gradient[std::size_t(r * run.cols)] += 1.0f;
+  io::write_run(dir + "/four_rows.h5", run);
+  MainWindow window;
+  window.setQuiet(true);
+  ASSERT_TRUE(window.open(QString::fromStdString(run_file()), MainWindow::Slot::A));
+  ASSERT_TRUE(window.open(QString::fromStdString(dir + "/four_rows.h5"), MainWindow::Slot::B));
+  window.waitForChecks();
+  show(window, "diff");
+  auto* table = window.diffView()->findChild<QTableView*>("differing_rows");
+  ASSERT_NE(table, nullptr);
+  // The table repaints the rows whose selection changed when its selection model says
+  // so; a model that changes silently leaves the old rows painted as selected.
+  int told = 0;
+  QObject::connect(table->selectionModel(), &QItemSelectionModel::selectionChanged, [&] { ++told; });
+  for (int i = 0; i < 3; ++i) window.diffView()->nextDifferingRow();
+  QApplication::processEvents();
+  EXPECT_EQ(told, 3) << "each F6 tells the table what to repaint";
+  auto const selected = table->selectionModel()->selectedRows();
+  ASSERT_EQ(selected.size(), 1);
+  EXPECT_EQ(window.diffView()->model()->at(selected[0].row()).row, 20);
+  // What is painted: a row drawn with the highlight colour is a selected row.
+  QImage const image = table->viewport()->grab().toImage();
+  QColor const highlight = table->palette().color(QPalette::Active, QPalette::Highlight);
+  int painted = 0;
+  for (int r = 0; r < table->model()->rowCount(); ++r) {
+    int const y = table->rowViewportPosition(r) + table->rowHeight(r) / 2;
+    int const x = table->columnViewportPosition(1) + 4;
+    if (y >= 0 && y < image.height() && x < image.width())
+      painted += pixels_near(image.copy(x, y, 1, 1), highlight, 30) + pixels_near(image.copy(x, y, 1, 1),
+                                                                                   table->palette().color(QPalette::Inactive, QPalette::Highlight), 30) > 0;
+  }
+  EXPECT_EQ(painted, 1);
+}
+
+// Defect 4: going to a row whose bits fill a page keeps the window's size.
+TEST(InspectorDefects, GoingToARowKeepsTheWindowsSize) {
+  auto const a = synthetic_run("wide_a.h5", 500, 128);
+  auto const b = synthetic_run("wide_b.h5", 500, 128, [](io::RunFile& run) {
+    for (std::int64_t c = 0; c < run.cols; ++c) run.gradient[std::size_t(7 * run.cols + c)] *= 2.0f;
+  });
+  MainWindow window;
+  window.setQuiet(true);
+  ASSERT_TRUE(window.open(QString::fromStdString(a), MainWindow::Slot::A));
+  ASSERT_TRUE(window.open(QString::fromStdString(b), MainWindow::Slot::B));
+  window.waitForChecks();
+  show(window, "diff");
+  QSize const before = window.size();
+  window.selectRow(7);
+  QApplication::processEvents();
+  QApplication::processEvents();
+  EXPECT_LE(window.minimumSizeHint().height(), 800) << "the bits panel scrolls instead";
+  EXPECT_TRUE(window.diffView()->bitsText().contains("column  127") ||
+              window.diffView()->bitsText().contains("more columns"));
+  EXPECT_EQ(window.size(), before);
+}
+
+// Defect 5: a run is not compared with a table (kembed diff refuses the pair too).
+TEST_F(Inspector, ARunIsNotComparedWithATable) {
+  auto const table = (fs::path(run_file()).parent_path() / "t.h5").string();
+  ASSERT_EQ(io::file_format(table), io::table_format);
+  MainWindow window;
+  window.setQuiet(true);
+  ASSERT_TRUE(window.open(QString::fromStdString(run_file()), MainWindow::Slot::A));
+  EXPECT_FALSE(window.open(QString::fromStdString(table), MainWindow::Slot::B));
+  EXPECT_TRUE(window.lastError().contains("a table file")) << window.lastError().toStdString();
+  EXPECT_EQ(window.datasetB(), nullptr);
+  MainWindow other;
+  other.setQuiet(true);
+  ASSERT_TRUE(other.open(QString::fromStdString(table), MainWindow::Slot::A));
+  EXPECT_FALSE(other.open(QString::fromStdString(run_file()), MainWindow::Slot::B));
+  EXPECT_EQ(other.datasetB(), nullptr);
+  // A run replacing the table as A closes a B that would no longer match.
+  ASSERT_TRUE(other.open(QString::fromStdString(table), MainWindow::Slot::B));
+  ASSERT_TRUE(other.open(QString::fromStdString(run_file()), MainWindow::Slot::A));
+  EXPECT_EQ(other.datasetB(), nullptr);
+  other.waitForChecks();
+  window.waitForChecks();
+}
+
+// Defect 6: the gradient's CSV holds every row in view, with a header of the same width.
+TEST(InspectorDefects, GradientCsvHoldsEveryRowAskedFor) {
+  std::int64_t const rows = 120000, cols = 3;
+  auto const path = synthetic_run("csv.h5", rows, cols);
+  MainWindow window;
+  window.setQuiet(true);
+  ASSERT_TRUE(window.open(QString::fromStdString(path), MainWindow::Slot::A));
+  show(window, "gradient");
+  auto const out = work_dir() + "/gradient.csv";
+  ASSERT_TRUE(window.exportCsvTo(QString::fromStdString(out))) << window.lastError().toStdString();
+  auto const run = io::read_run(path);
+  std::ifstream in(out);
+  std::string line;
+  std::int64_t n = 0;
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_EQ(std::count(line.begin(), line.end(), ','), cols) << line;
+  while (std::getline(in, line)) {
+    ASSERT_EQ(std::count(line.begin(), line.end(), ','), cols) << "line " << n;
+    auto const fields = QString::fromStdString(line).split(',');
+    ASSERT_EQ(fields[0].toLongLong(), n);
+    float const v = fields[2].toFloat();
+    ASSERT_EQ(std::memcmp(&v, &run.gradient[std::size_t(n * cols + 1)], 4), 0) << "row " << n;
+    ++n;
+  }
+  EXPECT_EQ(n, rows);
+  // Cancelled half way: nothing is left at the path, and a file there stays as it was.
+  { std::ofstream(out) << "keep me\n"; }
+  EXPECT_FALSE(window.exportCsvTo(QString::fromStdString(out), [](double done) { return done < 0.5; }));
+  std::ifstream again(out);
+  std::getline(again, line);
+  EXPECT_EQ(line, "keep me");
+  window.waitForChecks();
+}
+
+// Defect 7: every histogram bar's range can be read, the row table's columns fit,
+// and the heatmap's column ticks are whole columns.
+TEST_F(Inspector, LabelsAreWholeAndNothingIsCutOff) {
+  MainWindow window;
+  window.setQuiet(true);
+  ASSERT_TRUE(window.open(QString::fromStdString(run_file()), MainWindow::Slot::A));
+  show(window);
+  auto* counts = window.countsView();
+  // Rotated labels end at their tick, so each seemed to name the bar left of it.
+  EXPECT_EQ(counts->plot()->xAxis->tickLabelRotation(), 0.0);
+  auto const bars = int(counts->histogram().rows.size());
+  counts->plot()->replot();
+  auto const shown = counts->plot()->xAxis->tickVectorLabels();
+  ASSERT_EQ(shown.size(), counts->plot()->xAxis->tickVector().size());
+  EXPECT_EQ(counts->plot()->xAxis->tickVector().last(), double(bars - 1)) << "the last bin is labelled";
+  EXPECT_FALSE(shown.last().isEmpty());
+  auto* table = counts->findChild<QTableView*>("row_table");
+  ASSERT_NE(table, nullptr);
+  for (int c = 0; c < table->model()->columnCount(); ++c) {
+    auto const text = table->model()->headerData(c, Qt::Horizontal, Qt::DisplayRole).toString();
+    int const need = table->horizontalHeader()->fontMetrics().horizontalAdvance(text);
+    EXPECT_GE(table->columnWidth(c), need) << text.toStdString();
+    EXPECT_LE(table->columnViewportPosition(c) + need, table->viewport()->width()) << text.toStdString() << " is cut off";
+  }
+  // 20 columns: the automatic ticker put ticks at 2.5, 7.5, ...
+  ASSERT_TRUE(window.open(QString::fromStdString(synthetic_run("cols.h5", 300, 20)), MainWindow::Slot::A));
+  window.setView("gradient");
+  QApplication::processEvents();
+  auto* plot = window.gradientView()->plot();
+  plot->replot();
+  auto const ticks = plot->xAxis->tickVector();
+  ASSERT_FALSE(ticks.isEmpty());
+  for (double t : ticks) EXPECT_EQ(t, std::round(t)) << "column tick " << t;
+  window.waitForChecks();
+}
+
+// Defect 8: nothing is drawn without a file; the status bar names what is shown;
+// opening a comparison keeps the heatmap's zoom.
+TEST_F(Inspector, TheGradientViewKeepsItsPlaceAndSaysWhatItShows) {
+  MainWindow window;
+  window.setQuiet(true);
+  show(window, "gradient");
+  EXPECT_EQ(coloured_pixels(window.gradientView()->plot()->toPixmap().toImage()), 0) << "no file, no heatmap";
+  auto const [same, one_row] = variants(5);
+  ASSERT_TRUE(window.open(QString::fromStdString(run_file()), MainWindow::Slot::A));
+  window.waitForChecks();
+  QApplication::processEvents();
+  auto const a_name = fs::path(run_file()).filename().string();
+  EXPECT_TRUE(window.statusText().contains(QString::fromStdString(a_name))) << window.statusText().toStdString();
+  auto* axis = window.gradientView()->plot()->yAxis;
+  axis->setRange(10, 30);
+  ASSERT_TRUE(window.open(QString::fromStdString(one_row), MainWindow::Slot::B));
+  window.waitForChecks();
+  QApplication::processEvents();
+  EXPECT_EQ(axis->range().lower, 10.0);
+  EXPECT_EQ(axis->range().upper, 30.0);
+  EXPECT_TRUE(window.statusText().contains(QString::fromStdString(a_name))) << window.statusText().toStdString();
+  EXPECT_FALSE(window.statusText().contains("one_row.h5: gradient")) << window.statusText().toStdString();
+}
+
+// Defect 9 (the window's part): a Help menu with the keys (F1) and the version.
+TEST(InspectorDefects, HelpListsTheKeys) {
+  MainWindow window;
+  window.setQuiet(true);
+  QAction* keys = nullptr;
+  for (auto* menu : window.menuBar()->findChildren<QMenu*>())
+    if (menu->title() == "&Help")
+      for (auto* action : menu->actions())
+        if (action->shortcut() == QKeySequence(Qt::Key_F1)) keys = action;
+  ASSERT_NE(keys, nullptr) << "Help > Keys on F1";
+  auto const text = window.keysText();
+  for (char const* key : {"F1", "F6", "Ctrl+G", "Ctrl+O", "Ctrl+D", "wheel", "right-click"})
+    EXPECT_TRUE(text.contains(key)) << key;
 }
 
 }  // namespace
