@@ -9,6 +9,7 @@
 #include <kembed/io/job_files.hpp>
 #include <kembed/io/run_file.hpp>
 #include <kembed/io/sha256.hpp>
+#include <kembed/io/summary.hpp>
 #include <kembed/io/table_file.hpp>
 
 #include "direct_chunks.hpp"  // io/src
@@ -806,6 +807,112 @@ TEST_F(Io, ATamperedGradientIsCaughtByItsSha256) {
   } catch (io::FileError const& e) {
     EXPECT_NE(std::string(e.what()).find("does not match its SHA-256"), std::string::npos) << e.what();
   }
+}
+
+// The gradient's summary (/summary): each level against folding its blocks' rows
+// by hand, bit for bit; the same bits whatever order and pieces the rows came in.
+TEST(Summary, LevelsAreExactAndIndependentOfTheOrderRowsCameIn) {
+  std::int64_t const rows = 10007, cols = 5;  // 10007 rows: blocks of 4, the last holding 3
+  auto g = synthetic::uniform_floats(rows * cols, 41);
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) counts[std::size_t(r)] = r % 7;
+  g[0] = 0.0f, g[5] = -0.0f, g[10] = 0.0f, g[15] = 0.0f;  // block 0, column 0: zeros of both signs
+  g[7] = std::numeric_limits<float>::infinity();
+  for (std::int64_t r = 8; r < 12; ++r) g[std::size_t(r * cols + 1)] = std::nanf("");  // a block of NaN
+  g[std::size_t(20 * cols + 2)] = std::nanf("");  // NaN beside numbers: left out
+  io::SummaryBuilder whole(rows, cols);
+  whole.add(0, rows, g.data(), counts.data());
+  auto const s = whole.finish();
+  ASSERT_EQ(io::summary_finest_block_rows(rows), 4);
+  ASSERT_EQ(s.levels.front().blocks, 2502);
+  ASSERT_EQ(s.levels.back().blocks, 1);
+  ASSERT_EQ(s.levels.size(), 13u);  // 4, 8, ..., 16384 rows per block
+  auto bits = [](float x) { return test::bits_of(x); };
+  for (auto const& level : s.levels) {
+    SCOPED_TRACE(level.block_rows);
+    for (std::int64_t b = 0; b < level.blocks; ++b) {
+      std::int64_t sum = 0;
+      for (std::int64_t r = b * level.block_rows; r < std::min(rows, (b + 1) * level.block_rows); ++r)
+        sum += counts[std::size_t(r)];
+      ASSERT_EQ(level.counts[std::size_t(b)], sum);
+      for (std::int64_t c = 0; c < cols; ++c) {
+        float lo = 0, hi = 0, top = 0;
+        bool any = false;
+        for (std::int64_t r = b * level.block_rows; r < std::min(rows, (b + 1) * level.block_rows); ++r) {
+          float const x = g[std::size_t(r * cols + c)];
+          if (std::isnan(x)) continue;
+          if (!any || x < lo || (x == lo && std::signbit(x))) lo = x;
+          if (!any || x > hi || (x == hi && !std::signbit(x))) hi = x;
+          if (!any || std::fabs(x) > top) top = std::fabs(x);
+          any = true;
+        }
+        auto const i = std::size_t(b * cols + c);
+        if (!any) {
+          ASSERT_TRUE(std::isnan(level.min[i]) && std::isnan(level.max[i]) && std::isnan(level.max_abs[i]));
+          continue;
+        }
+        ASSERT_EQ(bits(level.min[i]), bits(lo)) << "block " << b << " column " << c;
+        ASSERT_EQ(bits(level.max[i]), bits(hi)) << "block " << b << " column " << c;
+        ASSERT_EQ(bits(level.max_abs[i]), bits(top)) << "block " << b << " column " << c;
+      }
+    }
+  }
+  EXPECT_EQ(bits(s.levels.front().min[0]), bits(-0.0f));
+  EXPECT_EQ(bits(s.levels.front().max[0]), bits(0.0f));
+  // Rows in reverse pieces of 3, and split over two builders merged: the same bits.
+  io::SummaryBuilder reversed(rows, cols), other(rows, cols);
+  for (std::int64_t first = rows; first > 0; first -= 3) {
+    std::int64_t const from = std::max<std::int64_t>(0, first - 3);
+    (from % 2 ? reversed : other).add(from, first - from, g.data() + from * cols, counts.data() + from);
+  }
+  reversed.merge(other);
+  auto const again = reversed.finish();
+  ASSERT_EQ(again.levels.size(), s.levels.size());
+  for (std::size_t k = 0; k < s.levels.size(); ++k) {
+    auto const& x = s.levels[k];
+    auto const& y = again.levels[k];
+    EXPECT_EQ(x.counts, y.counts);
+    EXPECT_EQ(std::memcmp(x.min.data(), y.min.data(), x.min.size() * 4), 0);
+    EXPECT_EQ(std::memcmp(x.max.data(), y.max.data(), x.max.size() * 4), 0);
+    EXPECT_EQ(std::memcmp(x.max_abs.data(), y.max_abs.data(), x.max_abs.size() * 4), 0);
+  }
+}
+
+// write_run stores the summary and read_summary gives it back bit for bit; a file
+// without one (as runs before it) reads as empty, and a damaged one is refused.
+TEST_F(Io, RunFilesCarryTheirGradientsSummary) {
+  io::RunFile run;
+  run.rows = 300, run.cols = 3;
+  run.gradient = synthetic::uniform_floats(run.rows * run.cols, 3);
+  run.counts.assign(std::size_t(run.rows), 2);
+  run.run_id = "summary";
+  io::write_run(path("r.h5"), run);
+  io::SummaryBuilder b(run.rows, run.cols);
+  b.add(0, run.rows, run.gradient.data(), run.counts.data());
+  auto const want = b.finish();
+  auto const got = io::read_summary(path("r.h5"));
+  ASSERT_EQ(got.levels.size(), want.levels.size());
+  EXPECT_EQ(got.levels.front().block_rows, 1) << "300 rows: one row per block";
+  for (std::size_t k = 0; k < want.levels.size(); ++k) {
+    EXPECT_EQ(got.levels[k].counts, want.levels[k].counts);
+    EXPECT_EQ(std::memcmp(got.levels[k].max_abs.data(), want.levels[k].max_abs.data(), want.levels[k].max_abs.size() * 4), 0);
+    EXPECT_EQ(std::memcmp(got.levels[k].min.data(), want.levels[k].min.data(), want.levels[k].min.size() * 4), 0);
+  }
+  auto remove = [&](char const* object) {  // as h5py's `del f[object]`
+    hid_t f = H5Fopen(path("r.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(H5Ldelete(f, object, H5P_DEFAULT), 0);
+    H5Fclose(f);
+  };
+  remove("/summary/rows_2/max");
+  EXPECT_THROW(
+      try { io::read_summary(path("r.h5")); } catch (io::FileError const& e) {
+        EXPECT_NE(std::string(e.what()).find("/summary/rows_2/max"), std::string::npos) << e.what();
+        throw;
+      },
+      io::FileError);
+  remove("/summary");  // as a run file from before the summary
+  EXPECT_TRUE(io::read_summary(path("r.h5")).empty());
+  EXPECT_EQ(io::read_run(path("r.h5")).gradient, run.gradient) << "the run still reads";
 }
 
 }  // namespace

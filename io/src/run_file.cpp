@@ -1,12 +1,19 @@
 #include "common.hpp"
 #include "sharded_file.hpp"
+#include "summary_file.hpp"
 
 #include <kembed/io/error.hpp>
 #include <kembed/io/job_files.hpp>
 #include <kembed/io/run_file.hpp>
 #include <kembed/io/sha256.hpp>
+#include <kembed/io/summary.hpp>
+
+#if defined(KEMBED_IO_PARALLEL)
+#include <kembed/io/collective.hpp>
+#endif
 
 #include <cstdio>
+#include <future>
 #include <stdexcept>
 
 namespace kembed::io {
@@ -99,6 +106,32 @@ void write_run_slabs(std::string const& path, RunFile const& given, RowSlab cons
   if (run.gradient_sha256.size() != 64)
     throw InvalidArgument("run", "write_run from row slabs needs the whole gradient's SHA-256 (gradient_sha256)");
   detail::check_padding_to_store("the run", run.padding_idx, run.rows);
+  // The gradient's summary (/summary): one process folds it on a thread of its own
+  // while the datasets are written (the header comes after them); ranks fold their
+  // own rows, then reduce the finest level (exact, so the bits do not depend on the
+  // rank count) before rank 0 writes the header.
+  SummaryBuilder builder(run.rows, run.cols);
+  auto summarize = [&] { builder.add(mine.first, mine.count, mine.gradient, mine.counts); };
+  std::future<void> summarizing;
+  if (collective)
+    summarize();
+  else
+    summarizing = std::async(std::launch::async, summarize);
+#if defined(KEMBED_IO_PARALLEL)
+  if (collective) {
+    auto keys = builder.keys();
+    auto const third = int(keys.size() / 3);
+    std::vector<std::int32_t> reduced(keys.size());
+    MPI_Reduce(keys.data(), reduced.data(), third, MPI_INT32_T, MPI_MIN, 0, collective->comm);
+    MPI_Reduce(keys.data() + third, reduced.data() + third, 2 * third, MPI_INT32_T, MPI_MAX, 0, collective->comm);
+    auto& counts = builder.counts();
+    std::vector<std::int64_t> sums(counts.size());
+    MPI_Reduce(counts.data(), sums.data(), int(counts.size()), MPI_INT64_T, MPI_SUM, 0, collective->comm);
+    int rank = 0;
+    MPI_Comm_rank(collective->comm, &rank);
+    if (rank == 0) builder.set_keys(reduced), counts = sums;  // the rank that writes it
+  }
+#endif
   auto header = [&](hid_t file) {
     if (complete) {  // what the caller learnt while the rows were written
       completed = given;
@@ -137,6 +170,8 @@ void write_run_slabs(std::string const& path, RunFile const& given, RowSlab cons
     auto provenance = ordered_group(file, "provenance");
     h5::write_string_dataset(provenance, "command_line", run.command_line_json);
     h5::write_string_dataset(provenance, "configuration", run.configuration_json);
+    if (summarizing.valid()) summarizing.get();
+    detail::write_summary(file, builder.finish(), options);
   };
   detail::write_slabs(path, "writing the run failed, the file is unchanged", header,
                       {detail::float_rows("gradient", run.rows, run.cols, mine.gradient),

@@ -3,8 +3,8 @@
 # generated cases: hot rows across slab and owner boundaries, V not divisible by the
 # ranks, ranks that own no referenced row or no row at all, ranks with an empty slab
 # (T < ranks), padding rows, every identical plan, mode deterministic with microbatch
-# splits, int64 and (with PYTHON) int32 ids. The run files' /gradient and /counts
-# must be byte-identical (h5dump -b) to the one process's. Then: a bad id stops every
+# splits, int64 and (with PYTHON) int32 ids. The run files' /gradient, /counts and
+# /summary must be byte-identical (h5dump -b) to the one process's. Then: a bad id stops every
 # rank with the one-process message and no output file; a rank killed mid-run stops
 # the job, and --resume with another number of ranks finishes with the same bits.
 #   job_ranks.sh KEMBED MPIEXEC RANKS WORKDIR KJV_DIR [PYTHON]
@@ -17,10 +17,13 @@ checked=0
 # Byte comparison of a run file's datasets with the one process's.
 same_datasets() {
   local a=$1 b=$2 what=$3
-  for d in gradient counts; do
-    h5dump -d "/$d" -b LE -o "a.$d.bin" "$a" >/dev/null
-    h5dump -d "/$d" -b LE -o "b.$d.bin" "$b" >/dev/null
-    if ! cmp -s "a.$d.bin" "b.$d.bin"; then
+  local summary
+  summary=$(h5ls -r "$a/summary" | awk '$2 == "Dataset" {print "summary" $1}')
+  [[ -n $summary ]] || { echo "job_ranks: $what: $a has no /summary" >&2; exit 1; }
+  for d in gradient counts $summary; do
+    h5dump -d "/$d" -b LE -o "a.${d//\//.}.bin" "$a" >/dev/null
+    h5dump -d "/$d" -b LE -o "b.${d//\//.}.bin" "$b" >/dev/null
+    if ! cmp -s "a.${d//\//.}.bin" "b.${d//\//.}.bin"; then
       echo "job_ranks: $what: /$d differs between one process and $ranks ranks" >&2
       "$kembed" diff "$a" "$b" >&2 || true
       exit 1
