@@ -3,18 +3,21 @@
 #include <kembed/io/error.hpp>
 #include <kembed/io/run_file.hpp>
 #include <kembed/io/sha256.hpp>
+#include <kembed/io/summary.hpp>
 #include <kembed/io/table_file.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <optional>
 #include <thread>
 
 namespace kembed::inspector {
 namespace {
 
-void compute_heat_levels(Dataset& d);
 
 template <class F>
 void parallel_rows(std::int64_t rows, F&& f) {
@@ -34,17 +37,31 @@ std::string padding_text(std::int64_t padding_idx) {
   return padding_idx < 0 ? "none" : std::to_string(padding_idx);
 }
 
+std::mutex& io_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::vector<float> Dataset::read_rows(std::int64_t first, std::int64_t count) const {
+  std::vector<float> out(static_cast<std::size_t>(count * cols));
+  std::lock_guard<std::mutex> lock(io_mutex());
+  reader->read(first, count, out.data());
+  return out;
+}
+
 Dataset load(std::string const& path) {
+  std::lock_guard<std::mutex> lock(io_mutex());
   Dataset d;
   d.path = path;
   d.format = io::file_format(path);
   if (d.format == io::run_format) {
-    auto run = io::read_run(path, true, false);
+    auto run = io::read_run(path, false, false);  // everything but the gradient
     d.rows = run.rows, d.cols = run.cols;
-    d.values = std::move(run.gradient);
     d.counts = std::move(run.counts);
     d.padding_idx = run.padding_idx;
     d.sha256 = run.gradient_sha256;
+    d.summary = io::read_summary(path);
+    d.summary_stored = !d.summary.empty();
     std::string inputs;
     auto input = [&](char const* role) {
       for (auto const& in : run.inputs)
@@ -68,9 +85,8 @@ Dataset load(std::string const& path) {
                     {"run id", run.run_id},
                     {"created", run.created}};
   } else if (d.format == io::table_format) {
-    auto table = io::load_table(path);
+    auto table = io::load_rows(path, 0, 0);  // the settings, no weights
     d.rows = table.config.num_embeddings, d.cols = table.config.embedding_dim;
-    d.values = std::move(table.weight);
     d.padding_idx = table.config.padding_idx;
     d.provenance = {{"padding row", padding_text(table.config.padding_idx)},
                     {"plan", std::string(to_string(table.config.plan))},
@@ -80,38 +96,57 @@ Dataset load(std::string const& path) {
   } else {
     throw io::FileError(path, "", "is a '" + d.format + "' file; the inspector opens run files and table files");
   }
-  compute_row_stats(d);
+  // Closed under the lock too, on whichever thread lets go of it last.
+  d.reader = std::shared_ptr<io::RowReader>(new io::RowReader(path), [](io::RowReader* r) {
+    std::lock_guard<std::mutex> lock(io_mutex());
+    delete r;
+  });
   return d;
 }
 
-bool verify_sha256(Dataset const& data, std::atomic<bool> const* cancel) {
+Scan scan(Dataset const& d, Progress const& progress) {
+  Scan out;
+  out.row_norm.assign(static_cast<std::size_t>(d.rows), 0.0f);
+  out.row_max_abs.assign(static_cast<std::size_t>(d.rows), 0.0f);
+  std::optional<io::SummaryBuilder> builder;
+  if (d.summary.empty()) builder.emplace(d.rows, d.cols);
   io::Sha256 hash;
-  auto const* bytes = reinterpret_cast<unsigned char const*>(data.values.data());
-  std::size_t const size = data.values.size() * sizeof(float), piece = std::size_t{16} << 20;
-  for (std::size_t at = 0; at < size; at += piece) {
-    if (cancel && cancel->load()) return false;
-    hash.update(bytes + at, std::min(piece, size - at));
+  std::int64_t const piece = std::max<std::int64_t>(1, (std::int64_t{16} << 20) / (4 * std::max<std::int64_t>(d.cols, 1)));
+  std::vector<float> rows;
+  for (std::int64_t first = 0; first < d.rows; first += piece) {
+    if (progress && !progress(double(first) / double(d.rows))) return out;
+    std::int64_t const n = std::min(piece, d.rows - first);
+    rows.resize(static_cast<std::size_t>(n * d.cols));
+    {
+      std::lock_guard<std::mutex> lock(io_mutex());
+      d.reader->read(first, n, rows.data());
+    }
+    if (d.is_run()) hash.update(rows.data(), rows.size() * sizeof(float));
+    if (builder) builder->add(first, n, rows.data(), d.counts.empty() ? nullptr : d.counts.data() + first);
+    parallel_rows(n, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t r = lo; r < hi; ++r) {
+        double sum = 0;
+        float top = 0;
+        float const* p = rows.data() + r * d.cols;
+        for (std::int64_t c = 0; c < d.cols; ++c) {
+          sum += double(p[c]) * double(p[c]);
+          top = std::max(top, std::fabs(p[c]));
+        }
+        out.row_norm[std::size_t(first + r)] = static_cast<float>(std::sqrt(sum));
+        out.row_max_abs[std::size_t(first + r)] = top;
+      }
+    });
   }
-  return hash.hex_digest() == data.sha256;
+  if (builder) out.summary = builder->finish();
+  out.sha256_ok = !d.is_run() || hash.hex_digest() == d.sha256;
+  out.completed = true;
+  return out;
 }
 
-void compute_row_stats(Dataset& d) {
-  d.row_norm.assign(static_cast<std::size_t>(d.rows), 0.0f);
-  d.row_max_abs.assign(static_cast<std::size_t>(d.rows), 0.0f);
-  parallel_rows(d.rows, [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t r = lo; r < hi; ++r) {
-      double sum = 0;
-      float top = 0;
-      float const* p = d.values.data() + r * d.cols;
-      for (std::int64_t c = 0; c < d.cols; ++c) {
-        sum += double(p[c]) * double(p[c]);
-        top = std::max(top, std::fabs(p[c]));
-      }
-      d.row_norm[r] = static_cast<float>(std::sqrt(sum));
-      d.row_max_abs[r] = top;
-    }
-  });
-  compute_heat_levels(d);
+void apply(Scan&& s, Dataset& d) {
+  d.row_norm = std::move(s.row_norm);
+  d.row_max_abs = std::move(s.row_max_abs);
+  if (!s.summary.empty()) d.summary = std::move(s.summary);
 }
 
 Histogram count_histogram(std::vector<std::int64_t> const& counts, int bins, bool logarithmic) {
@@ -143,109 +178,238 @@ Histogram count_histogram(std::vector<std::int64_t> const& counts, int bins, boo
 
 namespace {
 
-constexpr std::int64_t heat_block = 16;  // rows per block of the first level
-
-// Folds `n` values into `o` keeping, per column, the first of largest magnitude.
-inline void keep_larger(float* o, float const* p, std::int64_t n) {
-  for (std::int64_t c = 0; c < n; ++c)
-    if (std::fabs(p[c]) > std::fabs(o[c])) o[c] = p[c];
-}
-
-void compute_heat_levels(Dataset& d) {
-  d.heat_levels.clear();
-  std::int64_t n = (d.rows + heat_block - 1) / heat_block;
-  if (n < 2) return;
-  std::vector<float> level(static_cast<std::size_t>(n * d.cols), 0.0f);
-  parallel_rows(n, [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t b = lo; b < hi; ++b)
-      for (std::int64_t r = b * heat_block; r < std::min(d.rows, (b + 1) * heat_block); ++r)
-        keep_larger(level.data() + b * d.cols, d.values.data() + r * d.cols, d.cols);
-  });
-  d.heat_levels.push_back(std::move(level));
-  while (n > 1) {  // each level pairs the blocks of the one below, in row order
-    auto const& below = d.heat_levels.back();
-    std::int64_t const m = (n + 1) / 2;
-    std::vector<float> up(static_cast<std::size_t>(m * d.cols), 0.0f);
-    for (std::int64_t b = 0; b < m; ++b) {
-      keep_larger(up.data() + b * d.cols, below.data() + 2 * b * d.cols, d.cols);
-      if (2 * b + 1 < n) keep_larger(up.data() + b * d.cols, below.data() + (2 * b + 1) * d.cols, d.cols);
-    }
-    d.heat_levels.push_back(std::move(up));
-    n = m;
-  }
+// -0.0 below +0.0, as the summary orders them (io/summary.hpp).
+inline bool less(float a, float b) {
+  return a < b || (a == b && std::signbit(a) && !std::signbit(b));
 }
 
 }  // namespace
 
-std::vector<float> heat_bands(Dataset const& d, std::int64_t first, std::int64_t last, int bands,
-                              std::vector<std::int64_t>* band_first_row, std::int64_t* values_read) {
+Heat heat_bands(Dataset const& d, std::int64_t first, std::int64_t last, int bands, std::int64_t max_read_rows) {
+  return heat_bands(d.summary, d.rows, d.cols, [&d](std::int64_t from, std::int64_t n) { return d.read_rows(from, n); },
+                    first, last, bands, max_read_rows);
+}
+
+Heat heat_bands(io::Summary const& summary, std::int64_t rows, std::int64_t cols, ReadRows const& read,
+                std::int64_t first, std::int64_t last, int bands, std::int64_t max_read_rows) {
+  struct {
+    std::int64_t rows, cols;
+    io::Summary const& summary;
+  } const d{rows, cols, summary};
+  Heat h;
   first = std::clamp<std::int64_t>(first, 0, d.rows);
   last = std::clamp<std::int64_t>(last, first, d.rows);
   std::int64_t const span = last - first;
   bands = int(std::max<std::int64_t>(1, std::min<std::int64_t>(bands, std::max<std::int64_t>(span, 1))));
-  std::vector<float> out(static_cast<std::size_t>(bands * d.cols), 0.0f);
-  if (band_first_row) band_first_row->assign(static_cast<std::size_t>(bands) + 1, last);
-  std::vector<std::int64_t> reads(static_cast<std::size_t>(bands), 0);
-  parallel_rows(bands, [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t b = lo; b < hi; ++b) {
-      std::int64_t const r0 = first + span * b / bands, r1 = first + span * (b + 1) / bands;
-      if (band_first_row) (*band_first_row)[b] = r0;
-      float* o = out.data() + b * d.cols;
-      auto rows = [&](std::int64_t from, std::int64_t to) {
-        for (std::int64_t r = from; r < to; ++r) keep_larger(o, d.values.data() + r * d.cols, d.cols);
-        reads[b] += (to - from) * d.cols;
-      };
-      // Raw rows up to the first whole block, then whole blocks from the largest level
-      // that fits, left to right (so ties keep the first row), then the rest raw.
-      std::int64_t const lo_block = (r0 + heat_block - 1) / heat_block, hi_block = r1 / heat_block;
-      if (d.heat_levels.empty() || lo_block >= hi_block) {
-        rows(r0, r1);
-        continue;
+  if (span == 0) return h;
+  auto const& levels = d.summary.levels;
+  auto blocks_in_view = [&](std::int64_t b) { return (last + b - 1) / b - first / b; };
+  bool const zoomed_in = levels.empty() || blocks_in_view(levels.front().block_rows) <= bands;
+  if (zoomed_in && (span <= max_read_rows || levels.empty())) {
+    if (span > max_read_rows) return h;  // no summary yet, and too many rows to read
+    auto const values = read(first, span);
+    h.from_rows = true;
+    h.values_read = span * d.cols;
+    h.rows_per_band = (span + bands - 1) / bands;
+    h.values.assign(std::size_t(bands * d.cols), 0.0f);
+    for (int b = 0; b <= bands; ++b) h.first.push_back(first + span * b / bands);
+    for (int b = 0; b < bands; ++b)
+      for (std::int64_t c = 0; c < d.cols; ++c) {
+        float lo = INFINITY, hi = -INFINITY;
+        for (std::int64_t r = h.first[std::size_t(b)]; r < h.first[std::size_t(b) + 1]; ++r) {
+          float const x = values[std::size_t((r - first) * d.cols + c)];
+          if (std::isnan(x)) continue;
+          if (less(x, lo)) lo = x;
+          if (less(hi, x)) hi = x;
+        }
+        h.values[std::size_t(b * d.cols + c)] = hi < lo ? NAN : heat_value(lo, hi);
       }
-      rows(r0, lo_block * heat_block);
-      for (std::int64_t i = lo_block; i < hi_block;) {
-        std::size_t k = 0;
-        while (k + 1 < d.heat_levels.size() && i % (std::int64_t{2} << k) == 0 &&
-               i + (std::int64_t{2} << k) <= hi_block)
-          ++k;
-        keep_larger(o, d.heat_levels[k].data() + (i >> k) * d.cols, d.cols);
-        reads[b] += d.cols;
-        i += std::int64_t{1} << k;
-      }
-      rows(hi_block * heat_block, r1);
-    }
-  });
-  if (values_read) {
-    *values_read = 0;
-    for (auto n : reads) *values_read += n;
+    return h;
   }
-  return out;
+  // The coarsest level that still has a block per band, and bands of whole blocks.
+  std::size_t k = 0;
+  while (k + 1 < levels.size() && blocks_in_view(levels[k + 1].block_rows) >= bands) ++k;
+  auto const& level = levels[k];
+  std::int64_t const b0 = first / level.block_rows, nb = blocks_in_view(level.block_rows);
+  std::int64_t const per_band = (nb + bands - 1) / bands;
+  int const n = int((nb + per_band - 1) / per_band);
+  h.rows_per_band = per_band * level.block_rows;
+  h.values.assign(std::size_t(n * d.cols), 0.0f);
+  for (int b = 0; b <= n; ++b) h.first.push_back(std::min(d.rows, (b0 + b * per_band) * level.block_rows));
+  for (int b = 0; b < n; ++b)
+    for (std::int64_t c = 0; c < d.cols; ++c) {
+      float lo = INFINITY, hi = -INFINITY;
+      for (std::int64_t i = b0 + b * per_band; i < std::min(b0 + nb, b0 + (b + 1) * per_band); ++i) {
+        float const x = level.min[std::size_t(i * d.cols + c)], y = level.max[std::size_t(i * d.cols + c)];
+        if (std::isnan(x)) continue;  // a block of NaN only
+        if (less(x, lo)) lo = x;
+        if (less(hi, y)) hi = y;
+        h.values_read += 2;
+      }
+      h.values[std::size_t(b * d.cols + c)] = hi < lo ? NAN : heat_value(lo, hi);
+    }
+  return h;
 }
 
 std::vector<std::int64_t> top_rows(std::vector<std::int64_t> const& counts, std::size_t k) {
-  std::vector<std::int64_t> rows(counts.size());
-  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = std::int64_t(i);
-  k = std::min(k, rows.size());
-  std::partial_sort(rows.begin(), rows.begin() + std::ptrdiff_t(k), rows.end(), [&](std::int64_t a, std::int64_t b) {
-    return counts[a] != counts[b] ? counts[a] > counts[b] : a < b;
-  });
-  rows.resize(k);
-  return rows;
+  // A heap of the k best so far: no index of every row (80 MB at 10^7 rows).
+  auto better = [&](std::int64_t a, std::int64_t b) { return counts[a] != counts[b] ? counts[a] > counts[b] : a < b; };
+  std::vector<std::int64_t> best;
+  for (std::size_t i = 0; i < counts.size() && k > 0; ++i) {
+    auto const r = std::int64_t(i);
+    if (best.size() < k) {
+      best.push_back(r);
+      std::push_heap(best.begin(), best.end(), better);  // the worst kept on top
+    } else if (better(r, best.front())) {
+      std::pop_heap(best.begin(), best.end(), better);
+      best.back() = r;
+      std::push_heap(best.begin(), best.end(), better);
+    }
+  }
+  std::sort(best.begin(), best.end(), better);
+  return best;
 }
 
-DiffSummary diff(Dataset const& a, Dataset const& b) {
+DiffSummary diff(Dataset const& a, Dataset const& b, Progress const& progress) {
   DiffSummary s;
+  for (auto const& [field, value] : a.provenance)
+    for (auto const& [other_field, other] : b.provenance)
+      if (field == other_field && value != other) s.provenance_differs.push_back(field);
   if (a.rows != b.rows || a.cols != b.cols) {
     s.shapes_differ = true;
     return s;
   }
-  s.values = compare(a.values.data(), b.values.data(), a.rows, a.cols, -1);
   if (a.counts.size() == b.counts.size())
     for (std::size_t r = 0; r < a.counts.size(); ++r) s.counts_differing_rows += a.counts[r] != b.counts[r];
-  for (auto const& [field, value] : a.provenance)
-    for (auto const& [other_field, other] : b.provenance)
-      if (field == other_field && value != other) s.provenance_differs.push_back(field);
+  auto& v = s.values;
+  v.rows = a.rows, v.cols = a.cols;
+  io::SummaryBuilder difference(a.rows, a.cols);
+  std::vector<float> delta;
+  std::int64_t const piece = std::max<std::int64_t>(1, (std::int64_t{16} << 20) / (4 * std::max<std::int64_t>(a.cols, 1)));
+  for (std::int64_t first = 0; first < a.rows; first += piece) {
+    if (progress && !progress(double(first) / double(a.rows))) {
+      s.completed = false;
+      return s;
+    }
+    std::int64_t const n = std::min(piece, a.rows - first);
+    auto const x = a.read_rows(first, n), y = b.read_rows(first, n);
+    delta.resize(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) delta[i] = x[i] - y[i];
+    difference.add(first, n, delta.data(), nullptr);
+    auto const keep = diff_rows_kept - std::int64_t(v.differences.size());
+    auto part = compare(x.data(), y.data(), n, a.cols, keep);
+    v.differing_rows += part.differing_rows;
+    v.differing_elements += part.differing_elements;
+    if (part.max_ulp > v.max_ulp)  // the first of the largest, as one comparison would
+      v.max_ulp = part.max_ulp, v.max_ulp_row = first + part.max_ulp_row, v.max_ulp_col = part.max_ulp_col;
+    if (part.max_abs > v.max_abs) {
+      v.max_abs = part.max_abs, v.max_abs_row = first + part.max_abs_row, v.max_abs_col = part.max_abs_col;
+      auto const at = std::size_t(part.max_abs_row * a.cols + part.max_abs_col);
+      s.at_max_abs_a = x[at], s.at_max_abs_b = y[at];
+    }
+    for (auto& d : part.differences) {
+      d.row += first;
+      v.differences.push_back(d);
+    }
+  }
+  s.difference = difference.finish();
   return s;
+}
+
+namespace {
+
+std::string format(char const* f, ...) __attribute__((format(printf, 1, 2)));
+std::string format(char const* f, ...) {
+  char text[512];
+  va_list args;
+  va_start(args, f);
+  std::vsnprintf(text, sizeof text, f, args);
+  va_end(args);
+  return text;
+}
+
+std::string field(Dataset const& d, std::string const& name) {
+  for (auto const& [f, v] : d.provenance)
+    if (f == name) return v;
+  return "";
+}
+
+}  // namespace
+
+std::vector<std::string> explain(Dataset const& a, Dataset const& b, DiffSummary const& s) {
+  std::vector<std::string> lines;
+  auto const& v = s.values;
+  if (s.shapes_differ) {
+    lines.push_back(format("Different shapes: (%lld, %lld) and (%lld, %lld), so no value can be compared",
+                           (long long)a.rows, (long long)a.cols, (long long)b.rows, (long long)b.cols));
+    return lines;
+  }
+  if (s.identical()) {
+    lines.push_back(format("Bit-identical: %lld x %lld, every value the same bits", (long long)a.rows, (long long)a.cols));
+  } else if (v.identical()) {
+    lines.push_back(format("The values are the same bits; counts differ in %lld rows", (long long)s.counts_differing_rows));
+  } else {
+    lines.push_back(format("%lld of %lld rows differ (%lld values); largest difference %lld ULPs, %.6g in absolute value",
+                           (long long)v.differing_rows, (long long)a.rows, (long long)v.differing_elements,
+                           (long long)v.max_ulp, v.max_abs));
+    double const x = s.at_max_abs_a, y = s.at_max_abs_b, scale = std::max(std::fabs(x), std::fabs(y));
+    lines.push_back(format("Largest |a - b| at row %lld, column %lld: a = %.9g, b = %.9g, a relative difference of %.3g "
+                           "(of the larger |value| there)",
+                           (long long)v.max_abs_row, (long long)v.max_abs_col, x, y,
+                           scale > 0 ? std::fabs(x - y) / scale : 0.0));
+    if (a.is_run() && a.counts.size() == std::size_t(a.rows) && !v.differences.empty()) {
+      std::int64_t total = 0, held = 0;
+      std::map<std::int64_t, std::int64_t> all, theirs;  // rows per count: few distinct counts
+      for (auto c : a.counts) total += c, ++all[c];
+      for (auto const& d : v.differences) held += a.counts[std::size_t(d.row)], ++theirs[a.counts[std::size_t(d.row)]];
+      auto median = [](std::map<std::int64_t, std::int64_t> const& rows_per_count) {
+        std::int64_t n = 0, seen = 0;
+        for (auto const& [c, rows] : rows_per_count) n += rows;
+        for (auto const& [c, rows] : rows_per_count)
+          if ((seen += rows) > n / 2) return c;
+        return std::int64_t{0};
+      };
+      auto const m_diff = median(theirs), m_all = median(all);
+      std::string where = m_diff > m_all ? "the differences are in the hot rows (many terms, where the order of the sum matters)"
+                                         : "the differences are spread like the counts";
+      lines.push_back(format("The %s%lld differing rows hold %.1f %% of the positions; their median count is %lld against "
+                             "%lld for all rows: %s",
+                             v.differences.size() < std::size_t(v.differing_rows) ? "first " : "",
+                             (long long)v.differences.size(), total > 0 ? 100.0 * double(held) / double(total) : 0.0,
+                             (long long)m_diff, (long long)m_all, where.c_str()));
+    }
+  }
+  if (!a.is_run()) return lines;
+  // The likely reason, from what produced each run.
+  auto const ma = field(a, "numeric mode"), mb = field(b, "numeric mode");
+  auto differs = [&](char const* f) { return field(a, f) != field(b, f); };
+  if (differs("batch") || s.counts_differing_rows > 0)
+    lines.push_back("The runs read different batches (inputs or counts differ): different gradients are expected");
+  else if (ma != mb)
+    lines.push_back("Numeric modes differ (" + ma + " vs " + mb +
+                    "): they add each row's terms in different orders, so they are expected to differ in the last bits");
+  else if (ma == "fast")
+    lines.push_back("Mode fast adds with atomics: its bits may change from run to run on a parallel backend, so a "
+                    "difference is expected");
+  else if (ma == "deterministic" && differs("microbatch"))
+    lines.push_back("Mode deterministic's sums depend on the microbatch boundaries (" + field(a, "microbatch") + " vs " +
+                    field(b, "microbatch") + "), so a difference is expected");
+  else if (differs("padding row"))
+    lines.push_back("The padding rows differ (" + field(a, "padding row") + " vs " + field(b, "padding row") +
+                    "): the padding row's gradient is zero");
+  else if (!s.identical())
+    lines.push_back("Same mode (" + ma +
+                    "), batch and padding row: the mode promises the same bits on every backend, thread count, plan "
+                    "and rank count, so these runs should be identical. This is a reproducibility failure: please "
+                    "report it with both files");
+  else {
+    std::string varied;
+    for (char const* f : {"backend", "threads", "MPI ranks", "plan used", "microbatch"})
+      if (differs(f)) varied += std::string(varied.empty() ? "" : ", ") + f;
+    lines.push_back(varied.empty() ? "Same mode (" + ma + ") and inputs, as expected"
+                                   : "Mode " + ma + " keeps its promise across different " + varied);
+  }
+  return lines;
 }
 
 std::string hex_bits(float x) {

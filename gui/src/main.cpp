@@ -1,4 +1,5 @@
-// kembed-inspector [RUN.h5] [OTHER.h5] [--screenshot OUT.png --view counts|gradient|diff]
+// kembed-inspector [RUN.h5] [OTHER.h5] [--screenshot OUT.png --view counts|gradient|diff
+//                   --heatmap a|b|a-b --row ROW --size WxH]
 // Opens one run (or table) file, or two to compare. With --screenshot it renders a
 // view without a display (offscreen, unless QT_QPA_PLATFORM names another platform)
 // and exits: 0, or 2 on a bad file or a bad option.
@@ -31,7 +32,8 @@ int main(int argc, char** argv) {
   QCommandLineOption view("view", "The view to show: counts, gradient or diff", "VIEW", "counts");
   QCommandLineOption size("size", "Window size for --screenshot", "WxH", "1200x800");
   QCommandLineOption row_option("row", "Select this row id", "ROW");
-  parser.addOptions({screenshot, view, size, row_option});
+  QCommandLineOption heatmap("heatmap", "What the Gradient view shows: a, b or a-b (two files)", "WHICH", "a");
+  parser.addOptions({screenshot, view, size, row_option, heatmap});
   parser.process(app);
   auto const files = parser.positionalArguments();
   if (files.size() > 2) {
@@ -65,6 +67,11 @@ int main(int argc, char** argv) {
     if (files.isEmpty()) return bad("--row needs a file to select the row in");
   }
 
+  QString const which = parser.value(heatmap);
+  if (which != "a" && which != "b" && which != "a-b")
+    return bad("--heatmap must be a, b or a-b, got '" + which + "'");
+  if (which != "a" && files.size() != 2) return bad("--heatmap " + which + " needs two files");
+
   kembed::inspector::MainWindow window;
   bool const headless = parser.isSet(screenshot);
   window.setQuiet(headless);
@@ -92,6 +99,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   QApplication::processEvents();
+  using Show = kembed::inspector::GradientView::Show;
+  window.gradientView()->setShow(which == "b" ? Show::B : which == "a-b" ? Show::Difference : Show::A);
   window.gradientView()->rebuild();  // bands for the final plot height
   if (row >= 0) window.selectRow(row);
   QApplication::processEvents();

@@ -115,7 +115,7 @@ bool MainWindow::open(QString const& path, Slot slot) {
   (slot == Slot::A ? a_ : b_) = data;
   remember(path);
   refresh();
-  if (data->is_run()) verifyInBackground(data);
+  scanInBackground(data);
   return true;
 }
 
@@ -130,6 +130,10 @@ void MainWindow::refresh() {
   bool const unchecked = std::any_of(checking_.begin(), checking_.end(),
                                      [this](Dataset const* d) { return d == a_.get() || d == b_.get(); });
   diff_->setChecking(unchecked);
+  if (a_ && b_ && !unchecked && (compared_.first != a_.get() || compared_.second != b_.get())) compareInBackground();
+  if (!(a_ && b_)) compared_ = {nullptr, nullptr}, comparison_result_ = nullptr;
+  bool const made = comparison_result_ && compared_.first == a_.get() && compared_.second == b_.get();
+  gradient_->setComparison(unchecked ? nullptr : b_, made ? comparison_result_ : nullptr);
   QString title = "kembed inspector";
   if (a_) title += " - " + QFileInfo(QString::fromStdString(a_->path)).fileName();
   if (b_) title += " vs " + QFileInfo(QString::fromStdString(b_->path)).fileName();
@@ -137,8 +141,11 @@ void MainWindow::refresh() {
   // Which file each slot shows and whether its gradient was checked, always in view.
   auto describe = [this](char const* slot, Dataset const& d) {
     auto const check = [&] {
+      if (std::find(checking_.begin(), checking_.end(), &d) != checking_.end()) {
+        auto const done = progress_.count(&d) ? progress_.at(&d) : 0;
+        return QString(d.is_run() ? "checking SHA-256 %1 %" : "a table, reading it %1 %").arg(done);
+      }
       if (!d.is_run()) return QString("a table");
-      if (std::find(checking_.begin(), checking_.end(), &d) != checking_.end()) return QString("checking SHA-256...");
       if (std::find(verified_.begin(), verified_.end(), &d) != verified_.end()) return QString("SHA-256 verified");
       return QString();
     }();
@@ -154,22 +161,40 @@ void MainWindow::refresh() {
     status_->setText(describe("A", *a_) + (b_ ? "    " + describe("B", *b_) : QString()));
 }
 
-void MainWindow::verifyInBackground(std::shared_ptr<Dataset const> data) {
-  // The SHA-256 of a large gradient takes a while: the views come first, the diff's
-  // verdict after the check (DiffView::setChecking).
+void MainWindow::scanInBackground(std::shared_ptr<Dataset> data) {
+  // One pass over the rows: the SHA-256 check, the row table's norms, and the summary
+  // when the file has none. The views come first; the diff waits for the check
+  // (DiffView::setChecking), and a damaged file is closed before it is compared.
   checking_.push_back(data.get());
   refresh();
   QPointer<MainWindow> self(this);
   auto stop = stop_;
   workers_.emplace_back([self, data, stop] {
-    bool const ok = verify_sha256(*data, stop.get());
-    if (stop->load()) return;
-    QMetaObject::invokeMethod(qApp, [self, data, ok] {
+    int shown = -1;
+    auto result = std::make_shared<Scan>(scan(*data, [&](double done) {
+      if (int(done * 100) != shown) {
+        shown = int(done * 100);
+        QMetaObject::invokeMethod(qApp, [self, d = data.get(), shown] {
+          if (!self) return;
+          self->progress_[d] = shown;
+          self->refresh();
+        });
+      }
+      return !stop->load();
+    }));
+    if (stop->load() || !result->completed) return;
+    QMetaObject::invokeMethod(qApp, [self, data, result] {
       if (!self) return;
       auto& pending = self->checking_;
       pending.erase(std::remove(pending.begin(), pending.end(), data.get()), pending.end());
-      if (ok) {
-        self->verified_.push_back(data.get());
+      self->progress_.erase(data.get());
+      if (result->sha256_ok) {
+        apply(std::move(*result), *data);
+        if (data->is_run()) self->verified_.push_back(data.get());
+        if (self->a_ == data) {
+          self->counts_->datasetUpdated();
+          self->gradient_->datasetUpdated();
+        }
         self->refresh();
         return;
       }
@@ -184,8 +209,31 @@ void MainWindow::verifyInBackground(std::shared_ptr<Dataset const> data) {
   });
 }
 
+void MainWindow::compareInBackground() {
+  std::shared_ptr<Dataset const> a = a_, b = b_;
+  compared_ = {a.get(), b.get()};
+  comparison_result_ = nullptr;
+  comparing_ = true;
+  int const generation = ++comparison_;
+  QPointer<MainWindow> self(this);
+  auto stop = stop_;
+  workers_.emplace_back([self, a, b, stop, generation] {
+    auto result = std::make_shared<DiffSummary>(diff(*a, *b, [&](double) { return !stop->load(); }));
+    if (stop->load() || !result->completed) return;
+    QMetaObject::invokeMethod(qApp, [self, result, generation, a, b] {
+      if (!self || generation != self->comparison_) return;  // a newer comparison is under way
+      self->comparing_ = false;
+      if (self->a_ == a && self->b_ == b) {
+        self->comparison_result_ = result;
+        self->diff_->setSummary(*result);
+        self->refresh();
+      }
+    });
+  });
+}
+
 void MainWindow::waitForChecks() {
-  while (checking()) QApplication::processEvents(QEventLoop::WaitForMoreEvents, 50);
+  while (checking() || comparing_) QApplication::processEvents(QEventLoop::WaitForMoreEvents, 50);
 }
 
 void MainWindow::selectRow(qint64 row) {

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <atomic>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -41,7 +42,7 @@ class MainWindow : public QMainWindow {
   // Whether a run's gradient is still being checked against its stored SHA-256.
   // Until both are checked the diff gives no verdict; a run that fails is closed.
   bool checking() const { return !checking_.empty(); }
-  // Processes events until no check is running (--screenshot, tests).
+  // Processes events until no check or comparison is running (--screenshot, tests).
   void waitForChecks();
 
   // Writes the current view's CSV to `path` through a temporary file: nothing is
@@ -66,10 +67,16 @@ class MainWindow : public QMainWindow {
   void remember(QString const& path);
   void rebuildRecentMenu();
   void refresh();
-  void verifyInBackground(std::shared_ptr<Dataset const> data);
+  void scanInBackground(std::shared_ptr<Dataset> data);
+  void compareInBackground();
 
-  std::shared_ptr<Dataset const> a_, b_;
+  std::shared_ptr<Dataset> a_, b_;  // filled in by their scans, on this thread only
   std::vector<Dataset const*> checking_, verified_;
+  std::map<Dataset const*, int> progress_;  // per cent of a scan done
+  std::pair<Dataset const*, Dataset const*> compared_{nullptr, nullptr};
+  std::shared_ptr<DiffSummary const> comparison_result_;  // of compared_, once made
+  bool comparing_ = false;
+  int comparison_ = 0;
   std::vector<std::thread> workers_;
   std::shared_ptr<std::atomic<bool>> stop_ = std::make_shared<std::atomic<bool>>(false);
   QTabWidget* tabs_;

@@ -17,13 +17,48 @@ QString row_label(std::int64_t row, bool padding) {
 void RowTableModel::setDataset(std::shared_ptr<Dataset const> data) {
   beginResetModel();
   data_ = std::move(data);
-  order_.resize(data_ ? std::size_t(data_->rows) : 0);
-  std::iota(order_.begin(), order_.end(), std::int64_t{0});
+  order_.clear();
+  order_.shrink_to_fit();
+  page_ = 0;
+  sort_column_ = RowId, sort_order_ = Qt::AscendingOrder;
   endResetModel();
 }
 
+int RowTableModel::pages() const {
+  return data_ ? int((data_->rows + page_rows - 1) / page_rows) : 0;
+}
+
+void RowTableModel::setPage(int page) {
+  page = std::clamp(page, 0, std::max(pages() - 1, 0));
+  if (page == page_) return;
+  beginResetModel();
+  page_ = page;
+  endResetModel();
+}
+
+std::int64_t RowTableModel::positionOf(std::int64_t row) const {
+  if (!data_ || row < 0 || row >= data_->rows) return -1;
+  if (order_.empty()) return row;
+  auto const it = std::find(order_.begin(), order_.end(), row);
+  return it == order_.end() ? -1 : std::int64_t(it - order_.begin());
+}
+
+int RowTableModel::turnTo(std::int64_t row) {
+  auto const at = positionOf(row);
+  if (at < 0) return -1;
+  setPage(int(at / page_rows));
+  return int(at % page_rows);
+}
+
+void RowTableModel::statsArrived() {
+  if (sort_column_ == Norm || sort_column_ == MaxAbs)
+    sort(sort_column_, sort_order_);
+  else if (data_ && data_->rows > 0)
+    emit dataChanged(index(0, Norm), index(rowCount() - 1, MaxAbs));
+}
+
 int RowTableModel::rowCount(QModelIndex const& parent) const {
-  return parent.isValid() ? 0 : int(order_.size());
+  return parent.isValid() || !data_ ? 0 : int(std::min(page_rows, data_->rows - page_ * page_rows));
 }
 int RowTableModel::columnCount(QModelIndex const& parent) const {
   return parent.isValid() ? 0 : ColumnCount;
@@ -31,7 +66,7 @@ int RowTableModel::columnCount(QModelIndex const& parent) const {
 
 QVariant RowTableModel::data(QModelIndex const& index, int role) const {
   if (!data_ || !index.isValid()) return {};
-  auto const r = order_[std::size_t(index.row())];
+  auto const r = rowAt(index.row());
   if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
   if (role == Qt::ToolTipRole && data_->is_padding(r))
     return QString("the padding row: its gradient is zero, whatever its count");
@@ -42,9 +77,9 @@ QVariant RowTableModel::data(QModelIndex const& index, int role) const {
     case Count:
       return data_->counts.empty() ? QVariant() : QVariant::fromValue<qlonglong>(data_->counts[r]);
     case Norm:
-      return number(data_->row_norm[r]);
+      return data_->scanned() ? number(data_->row_norm[r]) : QString("...");
     case MaxAbs:
-      return number(data_->row_max_abs[r]);
+      return data_->scanned() ? number(data_->row_max_abs[r]) : QString("...");
   }
   return {};
 }
@@ -57,15 +92,25 @@ QVariant RowTableModel::headerData(int section, Qt::Orientation orientation, int
 
 void RowTableModel::sort(int column, Qt::SortOrder order) {
   if (!data_) return;
+  sort_column_ = column, sort_order_ = order;
+  if ((column == Norm || column == MaxAbs) && !data_->scanned()) return;  // once the scan is done
   beginResetModel();
+  page_ = 0;
+  if (column == RowId && order == Qt::AscendingOrder) {
+    order_.clear();
+    order_.shrink_to_fit();
+    endResetModel();
+    return;
+  }
+  order_.resize(std::size_t(data_->rows));
   auto key = [&](std::int64_t r) -> double {
     switch (column) {
       case Count:
         return data_->counts.empty() ? 0.0 : double(data_->counts[r]);
       case Norm:
-        return data_->row_norm[r];
+        return data_->scanned() ? data_->row_norm[r] : 0.0;
       case MaxAbs:
-        return data_->row_max_abs[r];
+        return data_->scanned() ? data_->row_max_abs[r] : 0.0;
       default:
         return double(r);
     }
@@ -78,21 +123,22 @@ void RowTableModel::sort(int column, Qt::SortOrder order) {
 }
 
 int RowTableModel::viewRowOf(std::int64_t row) const {
-  if (!data_ || row < 0 || row >= data_->rows) return -1;
-  auto const it = std::find(order_.begin(), order_.end(), row);
-  return it == order_.end() ? -1 : int(it - order_.begin());
+  auto const at = positionOf(row);
+  return at < 0 || at / page_rows != page_ ? -1 : int(at % page_rows);
 }
 
 QString RowTableModel::csv() const {
   QString out = "row,count,row_norm,max_abs,note\n";
   if (!data_) return out;
-  for (auto r : order_)
+  for (std::int64_t i = 0; i < data_->rows; ++i) {  // every page
+    auto const r = order_.empty() ? i : order_[std::size_t(i)];
     out += QString("%1,%2,%3,%4,%5\n")
                .arg(r)
                .arg(data_->counts.empty() ? QString() : QString::number(data_->counts[r]))
-               .arg(number(data_->row_norm[r]))
-               .arg(number(data_->row_max_abs[r]))
+               .arg(data_->scanned() ? number(data_->row_norm[r]) : QString())
+               .arg(data_->scanned() ? number(data_->row_max_abs[r]) : QString())
                .arg(data_->is_padding(r) ? "padding" : "");
+  }
   return out;
 }
 

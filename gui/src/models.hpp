@@ -21,18 +21,34 @@ class RowTableModel : public QAbstractTableModel {
   enum Column { RowId, Count, Norm, MaxAbs, ColumnCount };
   explicit RowTableModel(QObject* parent = nullptr) : QAbstractTableModel(parent) {}
   void setDataset(std::shared_ptr<Dataset const> data);
+  void statsArrived();  // the scan filled in the norms: repaint, and re-sort by them
   int rowCount(QModelIndex const& parent = {}) const override;
   int columnCount(QModelIndex const& parent = {}) const override;
   QVariant data(QModelIndex const& index, int role) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
   void sort(int column, Qt::SortOrder order) override;
-  std::int64_t rowAt(int view_row) const { return order_.at(std::size_t(view_row)); }
-  int viewRowOf(std::int64_t row) const;  // -1 if out of range
+  // Rows come in pages of page_rows: a table view keeps a few bytes per row it
+  // shows (its header's sections), 80 MB at 10^7 rows.
+  static constexpr std::int64_t page_rows = std::int64_t{1} << 20;
+  int pages() const;
+  int page() const { return int(page_); }
+  void setPage(int page);
+  std::int64_t rowAt(int view_row) const {
+    auto const at = page_ * page_rows + view_row;
+    return order_.empty() ? at : order_.at(std::size_t(at));
+  }
+  int viewRowOf(std::int64_t row) const;  // -1 if out of range or on another page
+  // The view row of `row`, turning to its page first; -1 if out of range.
+  int turnTo(std::int64_t row);
   QString csv() const;                    // the table in its current order
 
  private:
   std::shared_ptr<Dataset const> data_;
-  std::vector<std::int64_t> order_;
+  std::vector<std::int64_t> order_;  // empty: by row id (no 8 bytes per row held for it)
+  std::int64_t page_ = 0;
+  std::int64_t positionOf(std::int64_t row) const;
+  int sort_column_ = RowId;
+  Qt::SortOrder sort_order_ = Qt::AscendingOrder;
 };
 
 // The rows that differ between two datasets: row, columns, max ULPs, max |a-b|,

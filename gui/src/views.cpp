@@ -4,6 +4,8 @@
 
 #include <QBuffer>
 #include <QCheckBox>
+#include <QComboBox>
+#include <QStandardItemModel>
 #include <QIODevice>
 #include <QScopedValueRollback>
 #include <QScrollArea>
@@ -103,6 +105,19 @@ CountsView::CountsView(QWidget* parent) : View(parent) {
   model_ = new RowTableModel(this);
   table_ = make_table(model_, this);
   table_->setObjectName("row_table");
+  page_ = new QSpinBox(this);
+  page_->setObjectName("row_page");
+  page_->setPrefix("rows, page ");
+  page_->setToolTip(QString("The table shows %1 rows at a time, in its current order").arg(RowTableModel::page_rows));
+  page_->setVisible(false);
+  connect(page_, qOverload<int>(&QSpinBox::valueChanged), this, [this](int page) { model_->setPage(page - 1); });
+  connect(model_, &QAbstractItemModel::modelReset, this, [this] {
+    QSignalBlocker block(page_);
+    page_->setRange(1, std::max(model_->pages(), 1));
+    page_->setSuffix(QString(" of %1").arg(model_->pages()));
+    page_->setValue(model_->page() + 1);
+    page_->setVisible(model_->pages() > 1);
+  });
 
   auto* controls = new QHBoxLayout;
   controls->addWidget(bins_);
@@ -121,7 +136,12 @@ CountsView::CountsView(QWidget* parent) : View(parent) {
   left_layout->addWidget(top_, 1);
   auto* split = new QSplitter(this);
   split->addWidget(left);
-  split->addWidget(table_);
+  auto* right = new QWidget(this);
+  auto* right_layout = new QVBoxLayout(right);
+  right_layout->setContentsMargins(0, 0, 0, 0);
+  right_layout->addWidget(page_);
+  right_layout->addWidget(table_, 1);
+  split->addWidget(right);
   split->setStretchFactor(0, 3);
   split->setStretchFactor(1, 2);
   auto* layout = new QVBoxLayout(this);
@@ -253,7 +273,9 @@ void CountsView::rebuildHistogram() {
 void CountsView::showRow(qint64 row) {
   if (!data_ || row < 0 || row >= data_->rows) return;
   picked_ = row;
-  select_view_row(table_, model_->viewRowOf(row), following_);
+  select_view_row(table_, model_->turnTo(row), following_);
+  QSignalBlocker block(page_);
+  page_->setValue(model_->page() + 1);
   markRow();
   plot_->replot();
 }
@@ -311,6 +333,8 @@ GradientView::GradientView(QWidget* parent) : View(parent) {
   diverging.setColorStopAt(0.5, QColor(247, 247, 247));
   diverging.setColorStopAt(0.75, QColor(214, 96, 77));
   diverging.setColorStopAt(1.0, QColor(103, 0, 31));
+  diverging.setNanHandling(QCPColorGradient::nhNanColor);  // NaN (inf - inf) in grey
+  diverging.setNanColor(QColor(150, 150, 150));
   map_->setGradient(diverging);
   auto* margins = new QCPMarginGroup(plot_);
   plot_->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
@@ -319,8 +343,18 @@ GradientView::GradientView(QWidget* parent) : View(parent) {
   marker_->setPen(QPen(QColor(0, 0, 0), 1, Qt::DashLine));
   marker_->setVisible(false);
   info_ = new QLabel(this);
+  info_->setWordWrap(true);
+  which_ = new QComboBox(this);
+  which_->setObjectName("which_run");
+  which_->addItems({"A", "B", "A - B"});
+  which_->setToolTip("Which gradient the heatmap shows; A - B only once the comparison is made");
+  which_->setVisible(false);
+  connect(which_, qOverload<int>(&QComboBox::activated), this, [this](int i) { setShow(Show(i)); });
+  auto* top = new QHBoxLayout;
+  top->addWidget(which_);
+  top->addWidget(info_, 1);
   auto* layout = new QVBoxLayout(this);
-  layout->addWidget(info_);
+  layout->addLayout(top);
   layout->addWidget(plot_, 1);
   connect(plot_->yAxis, qOverload<QCPRange const&>(&QCPAxis::rangeChanged), this, [this] {
     if (!rebuilding_) rebuild();
@@ -342,23 +376,14 @@ GradientView::GradientView(QWidget* parent) : View(parent) {
 void GradientView::setDataset(std::shared_ptr<Dataset const> data) {
   if (data == data_) return;  // another file opened as B: the zoom stays
   data_ = std::move(data);
+  b_ = nullptr, diff_ = nullptr, show_ = Show::A;
+  which_->setVisible(false);
   map_->setVisible(bool(data_));
   scale_->setVisible(bool(data_));
   marker_->setVisible(false);
   rebuilding_ = true;
   if (data_) {
-    // Zipf-shaped gradients have a few huge rows: colour by the 99th percentile of
-    // the rows' maxima so the rest stay visible (the hot rows saturate).
-    std::vector<float> maxima;
-    for (float m : data_->row_max_abs)
-      if (std::isfinite(m)) maxima.push_back(m);
-    float top = 0;
-    if (!maxima.empty()) {
-      auto const k = std::size_t(0.99 * double(maxima.size() - 1));
-      std::nth_element(maxima.begin(), maxima.begin() + std::ptrdiff_t(k), maxima.end());
-      top = maxima[k];
-    }
-    map_->setDataRange(QCPRange(-std::max(top, 1e-30f), std::max(top, 1e-30f)));
+    setColourRange();
     plot_->xAxis->setRange(-0.5, double(data_->cols) - 0.5);
     plot_->yAxis->setRange(-0.5, double(data_->rows) - 0.5);
   }
@@ -370,6 +395,61 @@ void GradientView::setDataset(std::shared_ptr<Dataset const> data) {
     info_->setText("Open a run file to see its gradient (File > Open)");
     plot_->replot();
   }
+}
+
+io::Summary const& GradientView::shownSummary() const {
+  if (show_ == Show::B && b_) return b_->summary;
+  if (show_ == Show::Difference && diff_) return diff_->difference;
+  return data_->summary;
+}
+
+void GradientView::setComparison(std::shared_ptr<Dataset const> b, std::shared_ptr<DiffSummary const> diff) {
+  bool const comparable = b && data_ && b->rows == data_->rows && b->cols == data_->cols;
+  if (!comparable) b = nullptr, diff = nullptr;
+  if (b == b_ && diff == diff_) return;
+  b_ = std::move(b);
+  diff_ = std::move(diff);
+  which_->setVisible(bool(b_));
+  auto* items = qobject_cast<QStandardItemModel*>(which_->model());
+  if (items) items->item(int(Show::Difference))->setEnabled(bool(diff_));
+  if (!b_ || (show_ == Show::Difference && !diff_)) show_ = Show::A;
+  which_->setCurrentIndex(int(show_));
+  datasetUpdated();
+}
+
+void GradientView::setShow(Show show) {
+  if ((show == Show::B && !b_) || (show == Show::Difference && !diff_)) return;
+  show_ = show;
+  which_->setCurrentIndex(int(show_));
+  datasetUpdated();
+}
+
+void GradientView::setColourRange() {
+  // Zipf-shaped gradients have a few huge rows: colour by the 99th percentile of the
+  // largest |value| of the summary's finest blocks (of rows, up to 4096 rows), so the
+  // rest stay visible (the hot rows saturate).
+  std::vector<float> maxima;
+  if (!shownSummary().empty()) {
+    auto const& level = shownSummary().levels.front();
+    for (std::int64_t b = 0; b < level.blocks; ++b) {
+      float m = 0;
+      for (std::int64_t c = 0; c < data_->cols; ++c) m = std::max(m, level.max_abs[std::size_t(b * data_->cols + c)]);
+      if (std::isfinite(m)) maxima.push_back(m);
+    }
+  }
+  float top = 0;
+  if (!maxima.empty()) {
+    auto const k = std::size_t(0.99 * double(maxima.size() - 1));
+    std::nth_element(maxima.begin(), maxima.begin() + std::ptrdiff_t(k), maxima.end());
+    top = maxima[k];
+  }
+  map_->setDataRange(QCPRange(-std::max(top, 1e-30f), std::max(top, 1e-30f)));
+}
+
+void GradientView::datasetUpdated() {
+  if (!data_) return;
+  setColourRange();
+  rebuild();
 }
 
 void GradientView::rebuild() {
@@ -385,19 +465,49 @@ void GradientView::fill() {
   std::int64_t last = std::min<std::int64_t>(data_->rows, std::int64_t(std::ceil(range.upper + 0.5)));
   if (last <= first) last = std::min<std::int64_t>(data_->rows, first + 1);
   int const pixels = std::max(1, plot_->axisRect()->height());
-  std::vector<std::int64_t> starts;
-  auto const bands = heat_bands(*data_, first, last, pixels, &starts);
-  bands_ = int(bands.size() / std::size_t(std::max<std::int64_t>(data_->cols, 1)));
+  Heat heat;
+  if (show_ == Show::B)
+    heat = heat_bands(*b_, first, last, pixels);
+  else if (show_ == Show::Difference)
+    heat = heat_bands(diff_->difference, data_->rows, data_->cols,
+                      [a = data_, b = b_](std::int64_t from, std::int64_t n) {
+                        auto x = a->read_rows(from, n);
+                        auto const y = b->read_rows(from, n);
+                        for (std::size_t i = 0; i < x.size(); ++i) x[i] -= y[i];
+                        return x;
+                      },
+                      first, last, pixels);
+  else
+    heat = heat_bands(*data_, first, last, pixels);
+  filled_height_ = plot_->axisRect()->height();
+  bands_ = heat.bands();
   auto* cells = map_->data();
+  if (bands_ < 1) {  // a large file without a stored summary, before the scan has made one
+    cells->clear();
+    info_->setText(QString("rows %1 to %2 of %3: summarising the gradient (once, in the background); zoom in to "
+                           "%4 rows or fewer to see them now")
+                       .arg(first)
+                       .arg(last - 1)
+                       .arg(data_->rows)
+                       .arg(std::int64_t{1} << 16));
+    rebuilding_ = false;
+    return;
+  }
+  auto const& bands = heat.values;
+  auto const& starts = heat.first;
   // Cell centres: column c at x = c; band b at the middle of its rows. A single band
   // is drawn as two equal cells, since a one-cell axis has no extent.
   int const drawn = std::max(bands_, 2);
   cells->setSize(int(std::max<std::int64_t>(data_->cols, 2)), drawn);
   double y0 = 0.5 * double(starts[0] + starts[1] - 1), y1 = y0;
-  if (bands_ > 1)
+  if (!heat.from_rows)  // bands of whole blocks, all as tall as the first
+    y1 = y0 + double(heat.rows_per_band) * double(std::max(bands_ - 1, 0));
+  else if (bands_ > 1)
     y1 = 0.5 * double(starts[std::size_t(bands_ - 1)] + starts[std::size_t(bands_)] - 1);
-  else
-    y0 -= 0.25 * double(last - first), y1 += 0.25 * double(last - first) + 1e-6;
+  if (bands_ == 1) {
+    double const h = double(starts[1] - starts[0]);
+    y0 -= 0.25 * h, y1 = y0 + 0.5 * h + 1e-6;
+  }
   double const x1 = data_->cols > 1 ? double(data_->cols - 1) : 0.5;
   cells->setRange(QCPRange(data_->cols > 1 ? 0.0 : -0.5, x1), QCPRange(y0, y1));
   for (int b = 0; b < drawn; ++b)
@@ -407,13 +517,19 @@ void GradientView::fill() {
       cells->setCell(c, b, double(bands[sb * std::size_t(data_->cols) + sc]));
     }
   info_->setText(
-      QString("rows %1 to %2 of %3 in %4 bands of about %5 rows; wheel zooms, drag pans, right-click picks a row")
+      QString("rows %1 to %2 of %3 in %4 bands of %5%6 rows (%7); wheel zooms, drag pans, right-click picks a row")
           .arg(first)
           .arg(last - 1)
           .arg(data_->rows)
           .arg(bands_)
-          .arg(double(last - first) / bands_, 0, 'f', 1));
-  filled_height_ = plot_->axisRect()->height();
+          .arg(heat.from_rows ? "about " : "")
+          .arg(heat.from_rows ? QString::number(double(last - first) / bands_, 'f', 1)
+                              : QString::number(heat.rows_per_band))
+          .arg(QString(show_ == Show::Difference ? "A - B, " : show_ == Show::B ? "B, " : "A, ") +
+               (heat.from_rows                ? "read from the gradient"
+                : show_ == Show::Difference   ? "from the comparison's summary"
+                : (show_ == Show::B ? b_ : data_)->summary_stored ? "from the run's summary"
+                                                                   : "from the summary made on opening")));
   rebuilding_ = false;
 }
 
@@ -439,12 +555,17 @@ bool GradientView::writeCsv(QIODevice& out, std::function<bool(double)> const& p
   auto const range = plot_->yAxis->range();
   std::int64_t const first = std::max<std::int64_t>(0, std::int64_t(std::floor(range.lower + 0.5)));
   std::int64_t const last = std::min<std::int64_t>(data_->rows, std::int64_t(std::ceil(range.upper + 0.5)));
-  for (std::int64_t r = first; r < last; ++r) {
-    text << r;
-    for (std::int64_t c = 0; c < data_->cols; ++c)
-      text << ',' << QString::number(data_->values[std::size_t(r * data_->cols + c)], 'g', 9);
-    text << '\n';
-    if ((r - first) % 4096 == 4095 && progress && !progress(double(r + 1 - first) / double(last - first))) return false;
+  std::int64_t const piece = 4096;  // rows read and written at a time
+  for (std::int64_t from = first; from < last; from += piece) {
+    std::int64_t const n = std::min(piece, last - from);
+    auto const values = data_->read_rows(from, n);
+    for (std::int64_t r = 0; r < n; ++r) {
+      text << from + r;
+      for (std::int64_t c = 0; c < data_->cols; ++c)
+        text << ',' << QString::number(values[std::size_t(r * data_->cols + c)], 'g', 9);
+      text << '\n';
+    }
+    if (progress && !progress(double(from + n - first) / double(last - first))) return false;
   }
   text.flush();
   return text.status() == QTextStream::Ok;
@@ -474,10 +595,9 @@ void GradientView::showRow(qint64 row) {
 
 DiffView::DiffView(QWidget* parent) : View(parent) {
   verdict_ = new QLabel(this);
-  QFont big = verdict_->font();
-  big.setPointSizeF(big.pointSizeF() * 1.4);
-  big.setBold(true);
-  verdict_->setFont(big);
+  verdict_->setWordWrap(true);
+  verdict_->setTextFormat(Qt::RichText);
+  verdict_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   plot_ = make_plot(this);
   plot_->xAxis->setLabel("row");
   plot_->yAxis->setLabel("max |a - b| in the row");
@@ -532,31 +652,10 @@ DiffView::DiffView(QWidget* parent) : View(parent) {
 }
 
 void DiffView::setDatasets(std::shared_ptr<Dataset const> a, std::shared_ptr<Dataset const> b) {
+  if (a == a_ && b == b_) return;
   a_ = std::move(a);
   b_ = std::move(b);
-  summary_ = a_ && b_ ? diff(*a_, *b_) : DiffSummary{};
-  current_ = -1;
-  model_->setDiff(summary_.values.differences, a_ ? a_->padding_idx : -1, b_ ? b_->padding_idx : -1);
-  table_->horizontalHeader()->setSortIndicator(DiffTableModel::RowId, Qt::AscendingOrder);
-  verdict_->setText(verdict());
-  verdict_->setStyleSheet(!(a_ && b_) ? "" : summary_.identical() ? "color: #107010;" : "color: #b00000;");
-
-  QVector<double> rows, diffs;
-  for (auto const& d : summary_.values.differences) {
-    rows << double(d.row);
-    // Differences of 0 (the sign of a zero) and inf still get a point on a log axis.
-    diffs << (d.max_abs > 0 ? std::min(d.max_abs, 1e38) : 1e-45);
-  }
-  points_->setData(rows, diffs);
-  plot_->xAxis->setRange(-0.5, a_ ? double(a_->rows) - 0.5 : 1.0);
-  double lo = 1e-8, hi = 1.0;
-  if (!diffs.isEmpty()) {
-    lo = *std::min_element(diffs.begin(), diffs.end()) / 2;
-    hi = *std::max_element(diffs.begin(), diffs.end()) * 2;
-  }
-  plot_->yAxis->setRange(lo, hi);
-  plot_->replot();
-
+  setSummary(DiffSummary{}, false);
   provenance_->setRowCount(0);
   if (a_ && b_) {
     provenance_->setHorizontalHeaderLabels({"", "A: " + QFileInfo(QString::fromStdString(a_->path)).fileName(),
@@ -582,35 +681,56 @@ void DiffView::setDatasets(std::shared_ptr<Dataset const> a, std::shared_ptr<Dat
     }
     provenance_->resizeColumnToContents(0);
   }
+}
+
+void DiffView::setSummary(DiffSummary summary, bool ready) {
+  summary_ = std::move(summary);
+  ready_ = ready;
+  current_ = -1;
+  model_->setDiff(summary_.values.differences, a_ ? a_->padding_idx : -1, b_ ? b_->padding_idx : -1);
+  table_->horizontalHeader()->setSortIndicator(DiffTableModel::RowId, Qt::AscendingOrder);
+  setChecking(checking_);
+
+  QVector<double> rows, diffs;
+  for (auto const& d : summary_.values.differences) {
+    rows << double(d.row);
+    // Differences of 0 (the sign of a zero) and inf still get a point on a log axis.
+    diffs << (d.max_abs > 0 ? std::min(d.max_abs, 1e38) : 1e-45);
+  }
+  points_->setData(rows, diffs);
+  plot_->xAxis->setRange(-0.5, a_ ? double(a_->rows) - 0.5 : 1.0);
+  double lo = 1e-8, hi = 1.0;
+  if (!diffs.isEmpty()) {
+    lo = *std::min_element(diffs.begin(), diffs.end()) / 2;
+    hi = *std::max_element(diffs.begin(), diffs.end()) * 2;
+  }
+  plot_->yAxis->setRange(lo, hi);
+  plot_->replot();
+
   bits_->setText(summary_.values.differences.empty() ? "" : "Pick a differing row (F6: the next one) to see its bits.");
 }
 
 void DiffView::setChecking(bool checking) {
   checking_ = checking;
-  verdict_->setText(verdict());
-  verdict_->setStyleSheet(!(a_ && b_) || checking_ ? "" : summary_.identical() ? "color: #107010;" : "color: #b00000;");
+  showVerdict();
+  bool const judged = a_ && b_ && !checking_ && ready_;
+  verdict_->setStyleSheet(!judged ? "" : summary_.identical() ? "color: #107010;" : "color: #b00000;");
 }
 
 QString DiffView::verdict() const {
   if (!(a_ && b_)) return "Open a second run to compare (File > Compare with...)";
   if (checking_) return "Checking each run's gradient against its stored SHA-256 before giving a verdict...";
-  if (summary_.shapes_differ)
-    return QString("Different shapes: (%1, %2) and (%3, %4)").arg(a_->rows).arg(a_->cols).arg(b_->rows).arg(b_->cols);
-  if (summary_.identical())
-    return QString("Bit-identical: %1 x %2, every value the same bits").arg(a_->rows).arg(a_->cols);
-  QString text;
-  if (!summary_.values.identical())
-    text = QString("%1 of %2 rows differ (%3 values); largest difference %4 ULPs, %5 in absolute value")
-               .arg(summary_.values.differing_rows)
-               .arg(a_->rows)
-               .arg(summary_.values.differing_elements)
-               .arg(summary_.values.max_ulp)
-               .arg(summary_.values.max_abs, 0, 'g', 6);
-  else
-    text = "The values are the same bits";
-  if (summary_.counts_differing_rows > 0)
-    text += QString("; counts differ in %1 rows").arg(summary_.counts_differing_rows);
-  return text;
+  if (!ready_) return "Comparing the two gradients...";
+  QStringList lines;
+  for (auto const& line : explain(*a_, *b_, summary_)) lines << QString::fromStdString(line);
+  return lines.join("\n");
+}
+
+void DiffView::showVerdict() {
+  auto const lines = verdict().split('\n');
+  QString html = "<span style='font-size:large; font-weight:bold'>" + lines.front().toHtmlEscaped() + "</span>";
+  for (int i = 1; i < lines.size(); ++i) html += "<br>" + lines[i].toHtmlEscaped();
+  verdict_->setText(html);
 }
 
 QString DiffView::bitsText() const {
@@ -627,8 +747,9 @@ void DiffView::showRow(qint64 row) {
   plot_->replot();
   QString text = QString("row %1:").arg(row);
   int shown = 0, differing = 0;
+  auto const row_a = a_->read_rows(row, 1), row_b = b_->read_rows(row, 1);
   for (std::int64_t c = 0; c < a_->cols; ++c) {
-    float const x = a_->values[std::size_t(row * a_->cols + c)], y = b_->values[std::size_t(row * b_->cols + c)];
+    float const x = row_a[std::size_t(c)], y = row_b[std::size_t(c)];
     if (hex_bits(x) == hex_bits(y)) continue;
     ++differing;
     if (++shown > 64) continue;

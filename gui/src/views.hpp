@@ -16,6 +16,7 @@ class QCPColorScale;
 class QCPGraph;
 class QCPItemStraightLine;
 class QCheckBox;
+class QComboBox;
 class QIODevice;
 class QLabel;
 class QSpinBox;
@@ -54,6 +55,7 @@ class CountsView : public View {
   QCustomPlot* plot() const override { return plot_; }
   QString tableCsv() const override { return model_->csv(); }
   RowTableModel* model() const { return model_; }
+  void datasetUpdated() { model_->statsArrived(); }  // the scan's norms arrived
   Histogram const& histogram() const { return histogram_; }
   // The padding row (named in the summary, the top rows and the row table) can be
   // left out of the histogram: on real text it holds most positions, no gradient.
@@ -81,6 +83,7 @@ class CountsView : public View {
   QTableWidget* top_;
   QTableView* table_;
   RowTableModel* model_;
+  QSpinBox* page_;  // the row table's page, when it has more than one
   QLabel* summary_;
 };
 
@@ -93,6 +96,13 @@ class GradientView : public View {
  public:
   explicit GradientView(QWidget* parent = nullptr);
   void setDataset(std::shared_ptr<Dataset const> data);
+  void datasetUpdated();  // the scan made its summary: new colours, new bands
+  // A second run and the comparison of the two: A, B or A - B can then be shown, in
+  // the same bands (null: none).
+  void setComparison(std::shared_ptr<Dataset const> b, std::shared_ptr<DiffSummary const> diff);
+  enum class Show { A, B, Difference };
+  void setShow(Show show);
+  Show shown() const { return show_; }
   QCustomPlot* plot() const override { return plot_; }
   QString tableCsv() const override;
   // Every row in view, all columns: "row,c0,...,c{d-1}".
@@ -105,6 +115,12 @@ class GradientView : public View {
 
  private:
   void fill();  // bands for the axis rect's current height, without a replot
+  void setColourRange();
+  io::Summary const& shownSummary() const;
+  std::shared_ptr<Dataset const> b_;
+  std::shared_ptr<DiffSummary const> diff_;
+  Show show_ = Show::A;
+  QComboBox* which_;
   std::shared_ptr<Dataset const> data_;
   int filled_height_ = -1;
   QCustomPlot* plot_;
@@ -124,12 +140,15 @@ class DiffView : public View {
  public:
   explicit DiffView(QWidget* parent = nullptr);
   void setDatasets(std::shared_ptr<Dataset const> a, std::shared_ptr<Dataset const> b);
+  // The comparison of the two (made in the background by the window); `ready`
+  // false: not yet made.
+  void setSummary(DiffSummary summary, bool ready = true);
   // While a run's SHA-256 is being checked the verdict waits (a damaged file gets none).
   void setChecking(bool checking);
   QCustomPlot* plot() const override { return plot_; }
   QString tableCsv() const override { return model_->csv(); }
   DiffSummary const& summary() const { return summary_; }
-  QString verdict() const;
+  QString verdict() const;  // plain text: the headline, then what explains it, a line each
   DiffTableModel* model() const { return model_; }
   QString bitsText() const;
  public slots:
@@ -138,9 +157,11 @@ class DiffView : public View {
 
  private:
   std::shared_ptr<Dataset const> a_, b_;
+  void showVerdict();
   DiffSummary summary_;
   std::int64_t current_ = -1;
   bool checking_ = false;
+  bool ready_ = false;
   QLabel* verdict_;
   QCustomPlot* plot_;
   QCPGraph* points_;

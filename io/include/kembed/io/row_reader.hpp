@@ -1,0 +1,29 @@
+#pragma once
+// Rows of a run's gradient or a table's weights, read by hyperslab from a file kept
+// open: for a viewer that shows a gradient too large to hold (kembed-inspector).
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace kembed::io {
+
+class RowReader {
+ public:
+  // Opens `path`'s /gradient (a run file) or /weight (a table file); throws
+  // FileError on anything else.
+  explicit RowReader(std::string const& path);
+  ~RowReader();
+  RowReader(RowReader&&) noexcept;
+  RowReader& operator=(RowReader&&) noexcept;
+  std::int64_t rows() const noexcept;
+  std::int64_t cols() const noexcept;
+  // Rows [first, first + count) into `out` (count x cols floats), as stored (a
+  // gradient may hold infinities). One thread at a time: HDF5 is not thread-safe.
+  void read(std::int64_t first, std::int64_t count, float* out) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kembed::io
