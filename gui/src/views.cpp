@@ -4,6 +4,8 @@
 
 #include <QBuffer>
 #include <QCheckBox>
+#include <QFontDatabase>
+#include <QToolTip>
 #include <QComboBox>
 #include <QStandardItemModel>
 #include <QIODevice>
@@ -325,7 +327,6 @@ GradientView::GradientView(QWidget* parent) : View(parent) {
   map_->setInterpolate(false);
   scale_ = new QCPColorScale(plot_);
   plot_->plotLayout()->addElement(0, 1, scale_);
-  scale_->setLabel("value (largest |value| per band; colours saturate beyond the 99th percentile of row maxima)");
   map_->setColorScale(scale_);
   QCPColorGradient diverging;  // blue negative, white zero, red positive
   diverging.setColorStopAt(0.0, QColor(5, 48, 97));
@@ -350,12 +351,29 @@ GradientView::GradientView(QWidget* parent) : View(parent) {
   which_->setToolTip("Which gradient the heatmap shows; A - B only once the comparison is made");
   which_->setVisible(false);
   connect(which_, qOverload<int>(&QComboBox::activated), this, [this](int i) { setShow(Show(i)); });
+  colours_ = new QComboBox(this);
+  colours_->setObjectName("colour_scale");
+  colours_->addItems({"linear, 99th percentile", "linear, full range", "symmetric log", "log |value|"});
+  colours_->setToolTip("How values become colours; the colour bar's label says what it shows");
+  connect(colours_, qOverload<int>(&QComboBox::activated), this, [this](int i) { setScale(Scale(i)); });
+  hover_ = new QLabel(this);
+  hover_->setObjectName("hover");
+  hover_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  hover_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
   auto* top = new QHBoxLayout;
   top->addWidget(which_);
+  top->addWidget(colours_);
   top->addWidget(info_, 1);
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(top);
   layout->addWidget(plot_, 1);
+  layout->addWidget(hover_);
+  plot_->setMouseTracking(true);
+  connect(plot_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) {
+    auto const text = hoverText(plot_->xAxis->pixelToCoord(e->pos().x()), plot_->yAxis->pixelToCoord(e->pos().y()));
+    hover_->setText(text);
+    if (!text.isEmpty()) QToolTip::showText(e->globalPosition().toPoint(), text, plot_);
+  });
   connect(plot_->yAxis, qOverload<QCPRange const&>(&QCPAxis::rangeChanged), this, [this] {
     if (!rebuilding_) rebuild();
   });
@@ -437,13 +455,108 @@ void GradientView::setColourRange() {
       if (std::isfinite(m)) maxima.push_back(m);
     }
   }
-  float top = 0;
+  float top = 0, full = 0;
   if (!maxima.empty()) {
+    full = *std::max_element(maxima.begin(), maxima.end());
     auto const k = std::size_t(0.99 * double(maxima.size() - 1));
     std::nth_element(maxima.begin(), maxima.begin() + std::ptrdiff_t(k), maxima.end());
     top = maxima[k];
   }
-  map_->setDataRange(QCPRange(-std::max(top, 1e-30f), std::max(top, 1e-30f)));
+  top99_ = std::max(top, 1e-30f), top_full_ = std::max(full, 1e-30f);
+  switch (scale_kind_) {
+    case Scale::Linear99:
+      map_->setDataRange(QCPRange(-top99_, top99_));
+      break;
+    case Scale::LinearFull:
+      map_->setDataRange(QCPRange(-top_full_, top_full_));
+      break;
+    case Scale::SymmetricLog:
+      map_->setDataRange(QCPRange(-toColour(top_full_), toColour(top_full_)));
+      break;
+    case Scale::LogMagnitude:
+      map_->setDataRange(QCPRange(std::log10(double(top_full_)) - 6, std::log10(double(top_full_))));
+      break;
+  }
+  scale_->setLabel(scaleLabel());
+}
+
+double GradientView::toColour(float value) const {
+  switch (scale_kind_) {
+    case Scale::SymmetricLog:  // linear within t of zero, logarithmic beyond
+      return std::copysign(std::log10(1.0 + std::fabs(double(value)) / (1e-3 * double(top99_))), double(value));
+    case Scale::LogMagnitude:
+      return value == 0 ? -1e300 : std::log10(std::fabs(double(value)));
+    default:
+      return value;
+  }
+}
+
+QString GradientView::scaleLabel() const {
+  QString const what = show_ == Show::Difference ? "A - B" : show_ == Show::B ? "B" : "A";
+  QString const band = " (per band: the value of largest magnitude)";
+  switch (scale_kind_) {
+    case Scale::Linear99:
+      return what + band + "; colours saturate beyond the 99th percentile of blocks' largest |value|";
+    case Scale::LinearFull:
+      return what + band + "; linear over the full range";
+    case Scale::SymmetricLog:
+      return "sign(v) log10(1 + |v|/t) of " + what + band + QString(", t = %1").arg(1e-3 * double(top99_), 0, 'g', 3);
+    case Scale::LogMagnitude:
+      return "log10 |v| of " + what + band + "; 6 decades below the largest";
+  }
+  return {};
+}
+
+void GradientView::setScale(Scale scale) {
+  scale_kind_ = scale;
+  colours_->setCurrentIndex(int(scale));
+  QCPColorGradient g = map_->gradient();
+  if (scale == Scale::LogMagnitude) {  // magnitudes only: one hue, white to dark
+    g.clearColorStops();
+    g.setColorStopAt(0.0, QColor(247, 247, 247));
+    g.setColorStopAt(0.5, QColor(244, 165, 130));
+    g.setColorStopAt(1.0, QColor(103, 0, 31));
+  } else {
+    g.clearColorStops();
+    g.setColorStopAt(0.0, QColor(5, 48, 97));
+    g.setColorStopAt(0.25, QColor(67, 147, 195));
+    g.setColorStopAt(0.5, QColor(247, 247, 247));
+    g.setColorStopAt(0.75, QColor(214, 96, 77));
+    g.setColorStopAt(1.0, QColor(103, 0, 31));
+  }
+  map_->setGradient(g);
+  datasetUpdated();
+}
+
+QString GradientView::lastHover() const {
+  return hover_->text();
+}
+
+QString GradientView::hoverText(double x, double y) const {
+  if (!data_ || bands_ < 1) return {};
+  std::int64_t const row = std::llround(y), col = std::llround(x);
+  if (row < 0 || row >= data_->rows || col < 0 || col >= data_->cols) return {};
+  auto value = [&](Dataset const& d) {
+    float const v = d.read_rows(row, 1)[std::size_t(col)];
+    return QString("%1 (%2)").arg(double(v), 0, 'g', 9).arg(QString::fromStdString(hex_bits(v)));
+  };
+  QString text = QString("row %1, column %2: ").arg(row).arg(col);
+  if (b_) {
+    float const a = data_->read_rows(row, 1)[std::size_t(col)], b = b_->read_rows(row, 1)[std::size_t(col)];
+    text += "A " + value(*data_) + ", B " + value(*b_) + QString(", A - B %1").arg(double(a - b), 0, 'g', 9);
+  } else {
+    text += value(*data_);
+  }
+  if (data_->is_run()) text += QString("; count %1").arg(data_->counts[std::size_t(row)]);
+  if (data_->is_padding(row)) text += " (the padding row)";
+  auto const it = std::upper_bound(heat_.first.begin(), heat_.first.end(), row);
+  auto const b = it - heat_.first.begin() - 1;
+  if (b >= 0 && b < heat_.bands())
+    text += QString("; band of rows %1-%2: %3")
+                .arg(heat_.first[std::size_t(b)])
+                .arg(heat_.first[std::size_t(b) + 1] - 1)
+                .arg(double(heat_.values[std::size_t(b * data_->cols + col)]), 0, 'g', 9);
+  return text;
 }
 
 void GradientView::datasetUpdated() {
@@ -493,6 +606,7 @@ void GradientView::fill() {
     rebuilding_ = false;
     return;
   }
+  heat_ = heat;
   auto const& bands = heat.values;
   auto const& starts = heat.first;
   // Cell centres: column c at x = c; band b at the middle of its rows. A single band
@@ -514,7 +628,7 @@ void GradientView::fill() {
     for (int c = 0; c < cells->keySize(); ++c) {
       auto const sb = std::size_t(std::min(b, bands_ - 1)),
                  sc = std::size_t(std::min<std::int64_t>(c, data_->cols - 1));
-      cells->setCell(c, b, double(bands[sb * std::size_t(data_->cols) + sc]));
+      cells->setCell(c, b, toColour(bands[sb * std::size_t(data_->cols) + sc]));
     }
   info_->setText(
       QString("rows %1 to %2 of %3 in %4 bands of %5%6 rows (%7); wheel zooms, drag pans, right-click picks a row")

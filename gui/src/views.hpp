@@ -103,6 +103,14 @@ class GradientView : public View {
   enum class Show { A, B, Difference };
   void setShow(Show show);
   Show shown() const { return show_; }
+  // How values become colours: the scale's meaning is its label.
+  enum class Scale { Linear99, LinearFull, SymmetricLog, LogMagnitude };
+  void setScale(Scale scale);
+  QString scaleLabel() const;
+  // What the pointer is over: row, column, the values there (with their bits), the
+  // row's count and the band's value. Empty outside the cells.
+  QString hoverText(double x, double y) const;
+  QString lastHover() const;
   QCustomPlot* plot() const override { return plot_; }
   QString tableCsv() const override;
   // Every row in view, all columns: "row,c0,...,c{d-1}".
@@ -121,6 +129,12 @@ class GradientView : public View {
   std::shared_ptr<DiffSummary const> diff_;
   Show show_ = Show::A;
   QComboBox* which_;
+  QComboBox* colours_;
+  QLabel* hover_;
+  Scale scale_kind_ = Scale::Linear99;
+  float top99_ = 1, top_full_ = 1;  // of the shown summary's finest blocks' max |value|
+  double toColour(float value) const;
+  Heat heat_;  // what is drawn
   std::shared_ptr<Dataset const> data_;
   int filled_height_ = -1;
   QCustomPlot* plot_;

@@ -16,6 +16,8 @@
 #include <QMenu>
 #include <QMenuBar>
 #include <QCheckBox>
+#include <QComboBox>
+#include <QMouseEvent>
 #include <QImage>
 #include <QSettings>
 #include <QTableView>
@@ -687,6 +689,56 @@ TEST_F(Inspector, TheVerdictExplainsItself) {
   window.waitForChecks();
   EXPECT_EQ(window.diffView()->verdict().split('\n').size(), 4);
   EXPECT_TRUE(window.diffView()->verdict().contains("Numeric modes differ"));
+}
+
+// Hover readout: row, column, the values and their bits, the count, the band; the
+// Gradient view shows A, B or A - B; each colour scale says what it shows.
+TEST_F(Inspector, HoverReadoutAndColourScalesAndTheDifferenceHeatmap) {
+  auto const [same, one_row] = variants(17);
+  auto const run = io::read_run(run_file());
+  auto const changed = io::read_run(one_row);
+  MainWindow window;
+  window.setQuiet(true);
+  ASSERT_TRUE(window.open(QString::fromStdString(run_file()), MainWindow::Slot::A));
+  ASSERT_TRUE(window.open(QString::fromStdString(one_row), MainWindow::Slot::B));
+  window.waitForChecks();
+  show(window, "gradient");
+  auto* view = window.gradientView();
+  auto* plot = view->plot();
+  plot->replot();
+  // A pointer moved over row 17, column 2.
+  QPointF const at(plot->xAxis->coordToPixel(2), plot->yAxis->coordToPixel(17));
+  QMouseEvent move(QEvent::MouseMove, at, plot->mapToGlobal(at), Qt::NoButton, Qt::NoButton, Qt::NoModifier);
+  QApplication::sendEvent(plot, &move);
+  auto const text = view->lastHover();
+  float const a = run.gradient[std::size_t(17 * run.cols + 2)], b = changed.gradient[std::size_t(17 * run.cols + 2)];
+  EXPECT_TRUE(text.startsWith("row 17, column 2: A ")) << text.toStdString();
+  EXPECT_TRUE(text.contains(QString::fromStdString(hex_bits(a))) && text.contains(QString::fromStdString(hex_bits(b))))
+      << text.toStdString();
+  EXPECT_TRUE(text.contains(QString("count %1").arg(run.counts[17]))) << text.toStdString();
+  EXPECT_TRUE(text.contains("band of rows 17-17")) << text.toStdString();
+  EXPECT_TRUE(view->hoverText(-5, 17).isEmpty()) << "nothing outside the cells";
+  // A - B: zero everywhere but the changed value.
+  ASSERT_FALSE(view->findChild<QComboBox*>("which_run")->isHidden());
+  view->setShow(GradientView::Show::Difference);
+  EXPECT_TRUE(view->infoText().contains("A - B")) << view->infoText().toStdString();
+  EXPECT_TRUE(view->hoverText(2, 17).endsWith(QString("band of rows 17-17: %1").arg(double(a - b), 0, 'g', 9)))
+      << view->hoverText(2, 17).toStdString();
+  EXPECT_TRUE(view->hoverText(2, 16).endsWith("band of rows 16-16: 0")) << view->hoverText(2, 16).toStdString();
+  // Each colour scale names itself on the colour bar.
+  std::pair<GradientView::Scale, char const*> const scales[] = {
+      {GradientView::Scale::Linear99, "99th percentile"},
+      {GradientView::Scale::LinearFull, "full range"},
+      {GradientView::Scale::SymmetricLog, "sign(v) log10(1 + |v|/t)"},
+      {GradientView::Scale::LogMagnitude, "log10 |v|"}};
+  for (auto [scale, words] : scales) {
+    view->setScale(scale);
+    EXPECT_TRUE(view->scaleLabel().contains(words)) << view->scaleLabel().toStdString();
+    EXPECT_TRUE(view->scaleLabel().contains("A - B")) << view->scaleLabel().toStdString();
+    EXPECT_GT(coloured_pixels(plot->toPixmap().toImage()), 100) << words;
+  }
+  view->setShow(GradientView::Show::B);
+  EXPECT_TRUE(view->scaleLabel().startsWith("log10 |v| of B")) << view->scaleLabel().toStdString();
 }
 
 }  // namespace
