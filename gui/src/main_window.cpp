@@ -65,6 +65,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   file->addAction("&Quit", QKeySequence::Quit, qApp, &QApplication::quit);
   auto* go = menuBar()->addMenu("&Go");
   go->addAction("&Go to row...", QKeySequence(Qt::CTRL | Qt::Key_G), this, &MainWindow::goToRow);
+  go->addAction("&Find rows (ids, count range)", QKeySequence::Find, this, [this] {
+    tabs_->setCurrentWidget(counts_);
+    counts_->focusRowSearch();
+  });
   go->addAction("&Next differing row", QKeySequence(Qt::Key_F6), diff_, [this] {
     tabs_->setCurrentWidget(diff_);
     diff_->nextDifferingRow();
@@ -315,6 +319,7 @@ QString MainWindow::keysText() const {
          "  Ctrl+O        open a run or table file (as A)\n"
          "  Ctrl+D        open a second file to compare (as B)\n"
          "  Ctrl+G        go to a row\n"
+         "  Ctrl+F        find rows: ids and ranges as pasted, or a count range (Counts)\n"
          "  F6            the next differing row (Diff)\n"
          "  Ctrl+E        export the chart as PNG\n"
          "  Ctrl+Shift+E  export the table as CSV\n"

@@ -19,13 +19,25 @@ void RowTableModel::setDataset(std::shared_ptr<Dataset const> data) {
   data_ = std::move(data);
   order_.clear();
   order_.shrink_to_fit();
+  identity_ = true;
+  filter_ = {};
   page_ = 0;
   sort_column_ = RowId, sort_order_ = Qt::AscendingOrder;
   endResetModel();
 }
 
+void RowTableModel::setFilter(Filter filter) {
+  filter_ = std::move(filter);
+  std::sort(filter_.ids.begin(), filter_.ids.end());
+  sort(sort_column_, sort_order_);
+}
+
+std::int64_t RowTableModel::shownRows() const {
+  return !data_ ? 0 : identity_ ? data_->rows : std::int64_t(order_.size());
+}
+
 int RowTableModel::pages() const {
-  return data_ ? int((data_->rows + page_rows - 1) / page_rows) : 0;
+  return data_ ? int((shownRows() + page_rows - 1) / page_rows) : 0;
 }
 
 void RowTableModel::setPage(int page) {
@@ -38,7 +50,7 @@ void RowTableModel::setPage(int page) {
 
 std::int64_t RowTableModel::positionOf(std::int64_t row) const {
   if (!data_ || row < 0 || row >= data_->rows) return -1;
-  if (order_.empty()) return row;
+  if (identity_) return row;
   auto const it = std::find(order_.begin(), order_.end(), row);
   return it == order_.end() ? -1 : std::int64_t(it - order_.begin());
 }
@@ -58,7 +70,7 @@ void RowTableModel::statsArrived() {
 }
 
 int RowTableModel::rowCount(QModelIndex const& parent) const {
-  return parent.isValid() || !data_ ? 0 : int(std::min(page_rows, data_->rows - page_ * page_rows));
+  return parent.isValid() || !data_ ? 0 : int(std::min(page_rows, shownRows() - page_ * page_rows));
 }
 int RowTableModel::columnCount(QModelIndex const& parent) const {
   return parent.isValid() ? 0 : ColumnCount;
@@ -93,16 +105,31 @@ QVariant RowTableModel::headerData(int section, Qt::Orientation orientation, int
 void RowTableModel::sort(int column, Qt::SortOrder order) {
   if (!data_) return;
   sort_column_ = column, sort_order_ = order;
-  if ((column == Norm || column == MaxAbs) && !data_->scanned()) return;  // once the scan is done
+  // Norms come with the scan (statsArrived sorts again); until then, by row id.
+  if ((column == Norm || column == MaxAbs) && !data_->scanned()) column = RowId;
   beginResetModel();
   page_ = 0;
-  if (column == RowId && order == Qt::AscendingOrder) {
+  if (column == RowId && order == Qt::AscendingOrder && !filter_.active()) {
     order_.clear();
     order_.shrink_to_fit();
+    identity_ = true;
     endResetModel();
     return;
   }
-  order_.resize(std::size_t(data_->rows));
+  identity_ = false;
+  order_.clear();
+  auto const& f = filter_;
+  auto passes = [&](std::int64_t r) {
+    auto const c = data_->counts.empty() ? 0 : data_->counts[std::size_t(r)];
+    return c >= f.min_count && c <= f.max_count;
+  };
+  if (!f.ids.empty()) {
+    for (auto r : f.ids)
+      if (r >= 0 && r < data_->rows && passes(r) && (order_.empty() || order_.back() != r)) order_.push_back(r);
+  } else {
+    for (std::int64_t r = 0; r < data_->rows; ++r)
+      if (passes(r)) order_.push_back(r);
+  }
   auto key = [&](std::int64_t r) -> double {
     switch (column) {
       case Count:
@@ -115,7 +142,6 @@ void RowTableModel::sort(int column, Qt::SortOrder order) {
         return double(r);
     }
   };
-  std::iota(order_.begin(), order_.end(), std::int64_t{0});
   std::stable_sort(order_.begin(), order_.end(), [&](std::int64_t a, std::int64_t b) {
     return order == Qt::AscendingOrder ? key(a) < key(b) : key(a) > key(b);
   });
@@ -130,8 +156,8 @@ int RowTableModel::viewRowOf(std::int64_t row) const {
 QString RowTableModel::csv() const {
   QString out = "row,count,row_norm,max_abs,note\n";
   if (!data_) return out;
-  for (std::int64_t i = 0; i < data_->rows; ++i) {  // every page
-    auto const r = order_.empty() ? i : order_[std::size_t(i)];
+  for (std::int64_t i = 0; i < shownRows(); ++i) {  // every page
+    auto const r = identity_ ? i : order_[std::size_t(i)];
     out += QString("%1,%2,%3,%4,%5\n")
                .arg(r)
                .arg(data_->counts.empty() ? QString() : QString::number(data_->counts[r]))

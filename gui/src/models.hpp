@@ -27,6 +27,15 @@ class RowTableModel : public QAbstractTableModel {
   QVariant data(QModelIndex const& index, int role) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
   void sort(int column, Qt::SortOrder order) override;
+  // Only rows whose count is in [min_count, max_count] and, when `ids` is not
+  // empty, whose id is among them (sorted ascending); in the table's sort order.
+  struct Filter {
+    std::int64_t min_count = 0, max_count = INT64_MAX;
+    std::vector<std::int64_t> ids;
+    bool active() const { return min_count > 0 || max_count < INT64_MAX || !ids.empty(); }
+  };
+  void setFilter(Filter filter);
+  std::int64_t shownRows() const;  // rows that pass the filter (all pages)
   // Rows come in pages of page_rows: a table view keeps a few bytes per row it
   // shows (its header's sections), 80 MB at 10^7 rows.
   static constexpr std::int64_t page_rows = std::int64_t{1} << 20;
@@ -35,7 +44,7 @@ class RowTableModel : public QAbstractTableModel {
   void setPage(int page);
   std::int64_t rowAt(int view_row) const {
     auto const at = page_ * page_rows + view_row;
-    return order_.empty() ? at : order_.at(std::size_t(at));
+    return identity_ ? at : order_.at(std::size_t(at));
   }
   int viewRowOf(std::int64_t row) const;  // -1 if out of range or on another page
   // The view row of `row`, turning to its page first; -1 if out of range.
@@ -44,7 +53,9 @@ class RowTableModel : public QAbstractTableModel {
 
  private:
   std::shared_ptr<Dataset const> data_;
-  std::vector<std::int64_t> order_;  // empty: by row id (no 8 bytes per row held for it)
+  std::vector<std::int64_t> order_;  // the rows shown, in order, unless identity_
+  bool identity_ = true;             // every row by id: no 8 bytes per row held for it
+  Filter filter_;
   std::int64_t page_ = 0;
   std::int64_t positionOf(std::int64_t row) const;
   int sort_column_ = RowId;

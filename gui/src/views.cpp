@@ -4,6 +4,8 @@
 
 #include <QBuffer>
 #include <QCheckBox>
+#include <QLineEdit>
+#include <QRegularExpression>
 #include <QFontDatabase>
 #include <QToolTip>
 #include <QComboBox>
@@ -138,9 +140,26 @@ CountsView::CountsView(QWidget* parent) : View(parent) {
   left_layout->addWidget(top_, 1);
   auto* split = new QSplitter(this);
   split->addWidget(left);
+  min_count_ = new QLineEdit(this);
+  min_count_->setPlaceholderText("min count");
+  max_count_ = new QLineEdit(this);
+  max_count_->setPlaceholderText("max count");
+  ids_ = new QLineEdit(this);
+  ids_->setObjectName("row_ids");
+  ids_->setPlaceholderText("rows: 3, 17 100-200 ... (Ctrl+F)");
+  ids_->setToolTip("Row ids to list, as pasted: separated by commas, spaces or lines; a-b is a range");
+  for (auto* edit : {min_count_, max_count_}) edit->setMaximumWidth(90);
+  filter_state_ = new QLabel(this);
+  for (auto* edit : {min_count_, max_count_, ids_}) connect(edit, &QLineEdit::editingFinished, this, &CountsView::applyFilter);
+  auto* filters = new QHBoxLayout;
+  filters->addWidget(min_count_);
+  filters->addWidget(max_count_);
+  filters->addWidget(ids_, 1);
   auto* right = new QWidget(this);
   auto* right_layout = new QVBoxLayout(right);
   right_layout->setContentsMargins(0, 0, 0, 0);
+  right_layout->addLayout(filters);
+  right_layout->addWidget(filter_state_);
   right_layout->addWidget(page_);
   right_layout->addWidget(table_, 1);
   split->addWidget(right);
@@ -169,6 +188,8 @@ void CountsView::setDataset(std::shared_ptr<Dataset const> data) {
   data_ = std::move(data);
   picked_ = -1;
   model_->setDataset(data_);
+  for (auto* edit : {min_count_, max_count_, ids_}) edit->clear();
+  filter_state_->clear();
   fit_columns(table_, {data_ ? QString::number(data_->rows) + (data_->padding_idx >= 0 ? " (padding)" : "") : "",
                        "99999999", "-1234.56789", "-1234.56789"});
   table_->horizontalHeader()->setSortIndicator(RowTableModel::RowId, Qt::AscendingOrder);
@@ -207,6 +228,53 @@ void CountsView::setDataset(std::shared_ptr<Dataset const> data) {
   skip_padding_->setVisible(data_ && data_->is_run() && data_->padding_idx >= 0);
   if (!skip_padding_->isVisible()) skip_padding_->setChecked(false);
   rebuildHistogram();
+}
+
+void CountsView::applyFilter() {
+  setRowFilter(min_count_->text(), max_count_->text(), ids_->text());
+}
+
+void CountsView::focusRowSearch() {
+  ids_->setFocus();
+  ids_->selectAll();
+}
+
+QString CountsView::filterText() const {
+  return filter_state_->text();
+}
+
+bool CountsView::setRowFilter(QString const& min_count, QString const& max_count, QString const& ids) {
+  if (min_count_->text() != min_count) min_count_->setText(min_count);
+  if (max_count_->text() != max_count) max_count_->setText(max_count);
+  if (ids_->text() != ids) ids_->setText(ids);
+  auto refuse = [&](QString const& why) {
+    filter_state_->setText(why);
+    filter_state_->setStyleSheet("color: #b00000;");
+    return false;
+  };
+  RowTableModel::Filter f;
+  bool ok = true;
+  if (!min_count.trimmed().isEmpty() && ((f.min_count = min_count.trimmed().toLongLong(&ok)), !ok || f.min_count < 0))
+    return refuse("min count: not a count: '" + min_count.trimmed() + "'");
+  if (!max_count.trimmed().isEmpty() && ((f.max_count = max_count.trimmed().toLongLong(&ok)), !ok || f.max_count < 0))
+    return refuse("max count: not a count: '" + max_count.trimmed() + "'");
+  std::int64_t const rows = data_ ? data_->rows : 0;
+  for (auto const& token : ids.split(QRegularExpression("[,;\\s]+"), Qt::SkipEmptyParts)) {
+    auto const ends = token.split('-');
+    bool ok_lo = false, ok_hi = false;
+    std::int64_t const lo = ends[0].toLongLong(&ok_lo), hi = ends.size() == 2 ? ends[1].toLongLong(&ok_hi) : lo;
+    if (ends.size() > 2 || !ok_lo || (ends.size() == 2 && !ok_hi) || lo < 0 || hi < lo)
+      return refuse("not a row id or range: '" + token + "'");
+    if (hi >= rows) return refuse(QString("row %1 is past the last row (%2)").arg(hi).arg(rows - 1));
+    if (hi - lo > 100000000) return refuse("range too long: '" + token + "'");
+    for (std::int64_t r = lo; r <= hi; ++r) f.ids.push_back(r);
+  }
+  model_->setFilter(std::move(f));
+  filter_state_->setStyleSheet("");
+  filter_state_->setText(min_count.trimmed().isEmpty() && max_count.trimmed().isEmpty() && ids.trimmed().isEmpty()
+                             ? QString()
+                             : QString("%1 of %2 rows shown").arg(model_->shownRows()).arg(rows));
+  return true;
 }
 
 double CountsView::markedBin() const {

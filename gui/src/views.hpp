@@ -19,6 +19,7 @@ class QCheckBox;
 class QComboBox;
 class QIODevice;
 class QLabel;
+class QLineEdit;
 class QSpinBox;
 class QTableView;
 class QTableWidget;
@@ -61,6 +62,11 @@ class CountsView : public View {
   // left out of the histogram: on real text it holds most positions, no gradient.
   QCheckBox* leaveOutPadding() const { return skip_padding_; }
   QTableWidget* topRows() const { return top_; }
+  // Row search and filters: a count range and a list of ids ("3, 17 100-200", as
+  // pasted). False, with the reason in filterText(), when the list does not parse.
+  bool setRowFilter(QString const& min_count, QString const& max_count, QString const& ids);
+  QString filterText() const;
+  void focusRowSearch();
   QString summaryText() const;
   double markedBin() const;  // the bin the picked row's marker stands on, or -1
  public slots:
@@ -84,6 +90,9 @@ class CountsView : public View {
   QTableView* table_;
   RowTableModel* model_;
   QSpinBox* page_;  // the row table's page, when it has more than one
+  QLineEdit *min_count_, *max_count_, *ids_;
+  QLabel* filter_state_;
+  void applyFilter();
   QLabel* summary_;
 };
 

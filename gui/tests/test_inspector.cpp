@@ -569,7 +569,7 @@ TEST(InspectorDefects, HelpListsTheKeys) {
         if (action->shortcut() == QKeySequence(Qt::Key_F1)) keys = action;
   ASSERT_NE(keys, nullptr) << "Help > Keys on F1";
   auto const text = window.keysText();
-  for (char const* key : {"F1", "F6", "Ctrl+G", "Ctrl+O", "Ctrl+D", "wheel", "right-click"})
+  for (char const* key : {"F1", "F6", "Ctrl+G", "Ctrl+F", "Ctrl+O", "Ctrl+D", "wheel", "right-click"})
     EXPECT_TRUE(text.contains(key)) << key;
 }
 
@@ -739,6 +739,44 @@ TEST_F(Inspector, HoverReadoutAndColourScalesAndTheDifferenceHeatmap) {
   }
   view->setShow(GradientView::Show::B);
   EXPECT_TRUE(view->scaleLabel().startsWith("log10 |v| of B")) << view->scaleLabel().toStdString();
+}
+
+// Row search and filters: ids and ranges as pasted, a count range, both with any
+// sort; a bad list is refused with its reason and changes nothing.
+TEST_F(Inspector, RowSearchAndFilters) {
+  auto const run = io::read_run(run_file());
+  MainWindow window;
+  window.setQuiet(true);
+  ASSERT_TRUE(window.open(QString::fromStdString(run_file()), MainWindow::Slot::A));
+  window.waitForChecks();
+  show(window);
+  auto* counts = window.countsView();
+  auto* model = counts->model();
+  ASSERT_TRUE(counts->setRowFilter("", "", "3, 17\n40-42;  99"));
+  ASSERT_EQ(model->rowCount(), 6);
+  std::int64_t const want[] = {3, 17, 40, 41, 42, 99};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(model->rowAt(i), want[i]);
+  EXPECT_EQ(counts->filterText(), "6 of 100 rows shown");
+  EXPECT_TRUE(counts->setRowFilter("2", "", ""));
+  std::vector<std::int64_t> hot;
+  for (std::int64_t r = 0; r < run.rows; ++r)
+    if (run.counts[std::size_t(r)] >= 2) hot.push_back(r);
+  ASSERT_EQ(model->rowCount(), int(hot.size()));
+  for (int i = 0; i < model->rowCount(); ++i) EXPECT_EQ(model->rowAt(i), hot[std::size_t(i)]);
+  model->sort(RowTableModel::Count, Qt::DescendingOrder);  // the filter stays
+  ASSERT_EQ(model->rowCount(), int(hot.size()));
+  for (int i = 1; i < model->rowCount(); ++i)
+    EXPECT_GE(run.counts[std::size_t(model->rowAt(i - 1))], run.counts[std::size_t(model->rowAt(i))]);
+  for (auto const& [ids, why] : {std::pair<char const*, char const*>{"3, x", "'x'"}, {"7-2", "'7-2'"},
+                                 {"5, 200", "row 200 is past the last row (99)"}}) {
+    EXPECT_FALSE(counts->setRowFilter("", "", ids)) << ids;
+    EXPECT_TRUE(counts->filterText().contains(why)) << counts->filterText().toStdString();
+    EXPECT_EQ(model->rowCount(), int(hot.size())) << "a refused filter changes nothing";
+  }
+  EXPECT_FALSE(counts->setRowFilter("-1", "", ""));
+  EXPECT_TRUE(counts->setRowFilter("", "", ""));
+  EXPECT_EQ(model->rowCount(), int(run.rows));
+  EXPECT_TRUE(counts->filterText().isEmpty());
 }
 
 }  // namespace
