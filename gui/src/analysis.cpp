@@ -104,6 +104,21 @@ Dataset load(std::string const& path) {
   return d;
 }
 
+int column_bin(float x) {
+  std::int32_t i;
+  std::memcpy(&i, &x, 4);
+  i = i < 0 ? i ^ 0x7fffffff : i;  // integers in the values' order
+  return (i >> 20) + ColumnStats::bins / 2;
+}
+
+float column_bin_floor(int bin) {
+  std::int32_t i = std::int32_t(std::uint32_t(bin - ColumnStats::bins / 2) << 20);
+  i = i < 0 ? i ^ 0x7fffffff : i;
+  float x;
+  std::memcpy(&x, &i, 4);
+  return x;
+}
+
 Scan scan(Dataset const& d, Progress const& progress) {
   Scan out;
   out.row_norm.assign(static_cast<std::size_t>(d.rows), 0.0f);
@@ -113,6 +128,10 @@ Scan scan(Dataset const& d, Progress const& progress) {
   io::Sha256 hash;
   std::int64_t const piece = std::max<std::int64_t>(1, (std::int64_t{16} << 20) / (4 * std::max<std::int64_t>(d.cols, 1)));
   std::vector<float> rows;
+  std::size_t const cells = std::size_t(d.cols) * ColumnStats::bins;
+  std::vector<std::int64_t> histogram(cells, 0);
+  std::vector<double> sum(std::size_t(d.cols), 0.0), squares(std::size_t(d.cols), 0.0);
+  std::mutex merging;
   for (std::int64_t first = 0; first < d.rows; first += piece) {
     if (progress && !progress(double(first) / double(d.rows))) return out;
     std::int64_t const n = std::min(piece, d.rows - first);
@@ -124,20 +143,48 @@ Scan scan(Dataset const& d, Progress const& progress) {
     if (d.is_run()) hash.update(rows.data(), rows.size() * sizeof(float));
     if (builder) builder->add(first, n, rows.data(), d.counts.empty() ? nullptr : d.counts.data() + first);
     parallel_rows(n, [&](std::int64_t lo, std::int64_t hi) {
+      std::vector<std::int32_t> local(cells, 0);  // a piece's counts fit 32 bits
+      std::vector<double> local_sum(std::size_t(d.cols), 0.0), local_squares(std::size_t(d.cols), 0.0);
       for (std::int64_t r = lo; r < hi; ++r) {
-        double sum = 0;
+        double norm = 0;
         float top = 0;
         float const* p = rows.data() + r * d.cols;
         for (std::int64_t c = 0; c < d.cols; ++c) {
-          sum += double(p[c]) * double(p[c]);
+          double const x = p[c];
+          norm += x * x;
           top = std::max(top, std::fabs(p[c]));
+          if (std::isnan(p[c])) continue;
+          ++local[std::size_t(c) * ColumnStats::bins + std::size_t(column_bin(p[c]))];
+          local_sum[std::size_t(c)] += x, local_squares[std::size_t(c)] += x * x;
         }
-        out.row_norm[std::size_t(first + r)] = static_cast<float>(std::sqrt(sum));
+        out.row_norm[std::size_t(first + r)] = static_cast<float>(std::sqrt(norm));
         out.row_max_abs[std::size_t(first + r)] = top;
       }
+      std::lock_guard<std::mutex> lock(merging);
+      for (std::size_t i = 0; i < cells; ++i) histogram[i] += local[i];
+      for (std::size_t c = 0; c < sum.size(); ++c) sum[c] += local_sum[c], squares[c] += local_squares[c];
     });
   }
   if (builder) out.summary = builder->finish();
+  auto& cs = out.columns;
+  for (std::int64_t c = 0; c < d.cols; ++c) {
+    std::int64_t const* h = histogram.data() + c * ColumnStats::bins;
+    std::int64_t n = 0;
+    for (int b = 0; b < ColumnStats::bins; ++b) n += h[b];
+    cs.nan.push_back(d.rows - n);
+    double const mean = n ? sum[std::size_t(c)] / double(n) : NAN;
+    cs.mean.push_back(mean);
+    cs.stddev.push_back(n ? std::sqrt(std::max(0.0, squares[std::size_t(c)] / double(n) - mean * mean)) : NAN);
+    std::array<float, 7> p{};
+    for (int k = 0; k < 7; ++k) {
+      auto const rank = std::int64_t(ColumnStats::levels[k] * double(std::max<std::int64_t>(n - 1, 0)));
+      std::int64_t seen = 0;
+      int b = 0;
+      while (b < ColumnStats::bins - 1 && seen + h[b] <= rank) seen += h[b++];
+      p[std::size_t(k)] = n ? column_bin_floor(b) : NAN;
+    }
+    cs.percentiles.push_back(p);
+  }
   out.sha256_ok = !d.is_run() || hash.hex_digest() == d.sha256;
   out.completed = true;
   return out;
@@ -146,6 +193,7 @@ Scan scan(Dataset const& d, Progress const& progress) {
 void apply(Scan&& s, Dataset& d) {
   d.row_norm = std::move(s.row_norm);
   d.row_max_abs = std::move(s.row_max_abs);
+  d.columns = std::move(s.columns);
   if (!s.summary.empty()) d.summary = std::move(s.summary);
 }
 

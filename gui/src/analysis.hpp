@@ -7,6 +7,7 @@
 #include <kembed/io/row_reader.hpp>
 #include <kembed/io/summary.hpp>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -25,6 +26,21 @@ std::mutex& io_mutex();
 // Called with the fraction done; returns false to stop.
 using Progress = std::function<bool(double)>;
 
+// Each column's distribution over the rows (NaN left out): mean and standard
+// deviation, and percentiles to within 1/8 of a binary order of magnitude (values
+// are counted in bins of their sign, exponent and first 3 mantissa bits).
+struct ColumnStats {
+  static constexpr int bins = 4096;
+  static constexpr double levels[] = {0.01, 0.10, 0.25, 0.50, 0.75, 0.90, 0.99};
+  std::vector<double> mean, stddev;
+  std::vector<std::array<float, 7>> percentiles;  // at `levels`, per column
+  std::vector<std::int64_t> nan;                  // NaN per column
+  bool empty() const noexcept { return mean.empty(); }
+};
+// The bin of a value (ordered as the values are), and the least value in a bin.
+int column_bin(float x);
+float column_bin_floor(int bin);
+
 struct Dataset {
   std::string path;
   std::string format;  // "kembed-run-1" or "kembed-embedding-1"
@@ -38,6 +54,7 @@ struct Dataset {
   // From the pass over every row (scan): empty until it has run.
   std::vector<float> row_norm;     // Euclidean norm of each row
   std::vector<float> row_max_abs;  // largest |value| of each row
+  ColumnStats columns;
   // What produced it, as (field, value) pairs in a fixed order, so that two runs
   // line up side by side.
   std::vector<std::pair<std::string, std::string>> provenance;
@@ -62,6 +79,7 @@ Dataset load(std::string const& path);
 // has none) and, for a run, whether the gradient matches its stored SHA-256.
 struct Scan {
   std::vector<float> row_norm, row_max_abs;
+  ColumnStats columns;
   io::Summary summary;  // empty when the file had one
   bool sha256_ok = true;
   bool completed = false;  // false when stopped

@@ -36,8 +36,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   counts_ = new CountsView(tabs_);
   gradient_ = new GradientView(tabs_);
   diff_ = new DiffView(tabs_);
+  columns_ = new ColumnsView(tabs_);
   tabs_->addTab(counts_, "Counts");
   tabs_->addTab(gradient_, "Gradient");
+  tabs_->addTab(columns_, "Columns");
   tabs_->addTab(diff_, "Diff");
   setCentralWidget(tabs_);
   status_ = new QLabel(this);
@@ -130,6 +132,7 @@ void MainWindow::refresh() {
                   verified_.end());
   counts_->setDataset(a_);
   gradient_->setDataset(a_);
+  columns_->setDataset(a_);
   diff_->setDatasets(a_, b_);
   bool const unchecked = std::any_of(checking_.begin(), checking_.end(),
                                      [this](Dataset const* d) { return d == a_.get() || d == b_.get(); });
@@ -198,6 +201,7 @@ void MainWindow::scanInBackground(std::shared_ptr<Dataset> data) {
         if (self->a_ == data) {
           self->counts_->datasetUpdated();
           self->gradient_->datasetUpdated();
+          self->columns_->datasetUpdated();
         }
         self->refresh();
         return;
@@ -261,6 +265,8 @@ void MainWindow::setView(QString const& name) {
     tabs_->setCurrentWidget(gradient_);
   else if (name == "diff")
     tabs_->setCurrentWidget(diff_);
+  else if (name == "columns")
+    tabs_->setCurrentWidget(columns_);
 }
 
 QWidget* MainWindow::currentView() const {

@@ -31,12 +31,13 @@ class MainWindow : public QMainWindow {
   bool open(QString const& path, Slot slot);
   void setQuiet(bool quiet) { quiet_ = quiet; }  // no dialogs (tests, --screenshot)
   QString lastError() const { return last_error_; }
-  void setView(QString const& name);  // "counts", "gradient" or "diff"
+  void setView(QString const& name);  // "counts", "gradient", "columns" or "diff"
   QWidget* currentView() const;
 
   CountsView* countsView() const { return counts_; }
   GradientView* gradientView() const { return gradient_; }
   DiffView* diffView() const { return diff_; }
+  ColumnsView* columnsView() const { return columns_; }
   std::shared_ptr<Dataset const> datasetA() const { return a_; }
   std::shared_ptr<Dataset const> datasetB() const { return b_; }
   // Whether a run's gradient is still being checked against its stored SHA-256.
@@ -83,6 +84,7 @@ class MainWindow : public QMainWindow {
   CountsView* counts_;
   GradientView* gradient_;
   DiffView* diff_;
+  ColumnsView* columns_;
   QMenu* recent_;
   QLabel* status_;
   QString last_error_;

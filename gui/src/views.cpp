@@ -773,6 +773,148 @@ void GradientView::showRow(qint64 row) {
   plot_->replot();
 }
 
+// ---- columns -----------------------------------------------------------------------
+
+ColumnsView::ColumnsView(QWidget* parent) : View(parent) {
+  plot_ = make_plot(this);
+  plot_->xAxis->setLabel("column");
+  plot_->yAxis->setLabel("value over the rows");
+  QSharedPointer<QCPAxisTickerFixed> whole(new QCPAxisTickerFixed);
+  whole->setTickStep(1.0);
+  whole->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+  plot_->xAxis->setTicker(whole);
+  plot_->legend->setVisible(true);
+  state_ = new QLabel(this);
+  state_->setWordWrap(true);
+  hover_ = new QLabel(this);
+  hover_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  table_ = new QTableWidget(0, 11, this);
+  table_->setHorizontalHeaderLabels(
+      {"Column", "Min", "1 %", "25 %", "Median", "75 %", "99 %", "Max", "Mean", "Std dev", "NaN"});
+  table_->verticalHeader()->setVisible(false);
+  table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  auto* split = new QSplitter(Qt::Vertical, this);
+  split->addWidget(plot_);
+  split->addWidget(table_);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 2);
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(state_);
+  layout->addWidget(split, 1);
+  layout->addWidget(hover_);
+  plot_->setMouseTracking(true);
+  connect(plot_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) {
+    auto const text = hoverText(plot_->xAxis->pixelToCoord(e->pos().x()));
+    hover_->setText(text);
+    if (!text.isEmpty()) QToolTip::showText(e->globalPosition().toPoint(), text, plot_);
+  });
+}
+
+void ColumnsView::setDataset(std::shared_ptr<Dataset const> data) {
+  if (data == data_) return;
+  data_ = std::move(data);
+  datasetUpdated();
+}
+
+QString ColumnsView::stateText() const {
+  return state_->text();
+}
+
+void ColumnsView::datasetUpdated() {
+  plot_->clearGraphs();
+  table_->setRowCount(0);
+  if (!data_) {
+    state_->setText("Open a run file to see its columns");
+    plot_->replot();
+    return;
+  }
+  auto const& cs = data_->columns;
+  if (cs.empty()) {
+    state_->setText("Each column's distribution over the rows comes with the pass over the rows (in the "
+                    "background; see the status bar)");
+    plot_->replot();
+    return;
+  }
+  state_->setText(QString("Each column over its %1 rows: bands of percentiles (1-99, 10-90, 25-75), the median, and "
+                          "the least and greatest values. Percentiles are within 1/8 of a binary order of magnitude "
+                          "(the lower end of their bin); min and max are exact.")
+                      .arg(data_->rows));
+  auto const& top = data_->summary.levels.back();  // one block: every row
+  QVector<double> x;
+  for (std::int64_t c = 0; c < data_->cols; ++c) x << double(c);
+  auto series = [&](int k) {
+    QVector<double> y;
+    for (auto const& p : cs.percentiles) y << double(p[std::size_t(k)]);
+    return y;
+  };
+  auto add = [&](QVector<double> const& y, QColor colour, QString const& name) {
+    auto* g = plot_->addGraph();
+    g->setData(x, y, true);
+    g->setPen(QPen(colour, 1));
+    g->setName(name);
+    return g;
+  };
+  QColor const blue(40, 100, 170);
+  std::pair<int, int> const bands[] = {{0, 6}, {1, 5}, {2, 4}};
+  int alpha = 40;
+  for (auto [lo, hi] : bands) {
+    auto* low = add(series(lo), QColor(40, 100, 170, alpha), QString("%1-%2 %").arg(100 * ColumnStats::levels[lo]).arg(100 * ColumnStats::levels[hi]));
+    auto* high = add(series(hi), QColor(40, 100, 170, alpha), "");
+    high->setBrush(QColor(40, 100, 170, alpha));
+    high->setChannelFillGraph(low);
+    high->removeFromLegend();
+    alpha += 50;
+  }
+  add(series(3), blue.darker(150), "median")->setPen(QPen(blue.darker(150), 2));
+  QVector<double> lo, hi;
+  for (std::int64_t c = 0; c < data_->cols; ++c) lo << double(top.min[std::size_t(c)]), hi << double(top.max[std::size_t(c)]);
+  for (auto* g : {add(lo, QColor(120, 120, 120), "min, max"), add(hi, QColor(120, 120, 120), "")}) {
+    g->setLineStyle(QCPGraph::lsNone);
+    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCross, 6));
+  }
+  plot_->graph(plot_->graphCount() - 1)->removeFromLegend();
+  plot_->xAxis->setRange(-0.5, double(data_->cols) - 0.5);
+  plot_->yAxis->rescale();
+  plot_->replot();
+  table_->setRowCount(int(data_->cols));
+  for (int c = 0; c < int(data_->cols); ++c) {
+    auto const& p = cs.percentiles[std::size_t(c)];
+    double const values[] = {double(top.min[std::size_t(c)]), p[0], p[2], p[3], p[4], p[6],
+                             double(top.max[std::size_t(c)]), cs.mean[std::size_t(c)], cs.stddev[std::size_t(c)]};
+    table_->setItem(c, 0, new QTableWidgetItem(QString::number(c)));
+    for (int i = 0; i < 9; ++i) table_->setItem(c, i + 1, new QTableWidgetItem(QString::number(values[i], 'g', 6)));
+    table_->setItem(c, 10, new QTableWidgetItem(QString::number(cs.nan[std::size_t(c)])));
+  }
+}
+
+QString ColumnsView::hoverText(double x) const {
+  if (!data_ || data_->columns.empty()) return {};
+  std::int64_t const c = std::llround(x);
+  if (c < 0 || c >= data_->cols) return {};
+  auto const& p = data_->columns.percentiles[std::size_t(c)];
+  auto const& top = data_->summary.levels.back();
+  return QString("column %1: min %2, 1 % %3, 25 % %4, median %5, 75 % %6, 99 % %7, max %8, mean %9")
+      .arg(c)
+      .arg(double(top.min[std::size_t(c)]), 0, 'g', 6)
+      .arg(double(p[0]), 0, 'g', 4)
+      .arg(double(p[2]), 0, 'g', 4)
+      .arg(double(p[3]), 0, 'g', 4)
+      .arg(double(p[4]), 0, 'g', 4)
+      .arg(double(p[6]), 0, 'g', 4)
+      .arg(double(top.max[std::size_t(c)]), 0, 'g', 6)
+      .arg(data_->columns.mean[std::size_t(c)], 0, 'g', 6);
+}
+
+QString ColumnsView::tableCsv() const {
+  QString out = "column,min,p1,p25,median,p75,p99,max,mean,stddev,nan\n";
+  for (int r = 0; r < table_->rowCount(); ++r) {
+    QStringList fields;
+    for (int c = 0; c < table_->columnCount(); ++c) fields << table_->item(r, c)->text();
+    out += fields.join(',') + "\n";
+  }
+  return out;
+}
+
 // ---- diff --------------------------------------------------------------------------
 
 DiffView::DiffView(QWidget* parent) : View(parent) {

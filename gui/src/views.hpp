@@ -155,6 +155,32 @@ class GradientView : public View {
   bool rebuilding_ = false;
 };
 
+// Per-column statistics: each column's distribution over the rows as bands of
+// percentiles (1-99, 10-90, 25-75 and the median, as TensorBoard draws its
+// distributions), the least and greatest value, and a table of them. They come with
+// the background pass over the rows.
+class ColumnsView : public View {
+  Q_OBJECT
+ public:
+  explicit ColumnsView(QWidget* parent = nullptr);
+  void setDataset(std::shared_ptr<Dataset const> data);
+  void datasetUpdated();  // the scan's statistics arrived
+  QCustomPlot* plot() const override { return plot_; }
+  QString tableCsv() const override;
+  QTableWidget* table() const { return table_; }
+  QString hoverText(double x) const;  // the column under the pointer, in words
+  QString stateText() const;
+ public slots:
+  void showRow(qint64) override {}  // a column view follows no row
+
+ private:
+  std::shared_ptr<Dataset const> data_;
+  QCustomPlot* plot_;
+  QTableWidget* table_;
+  QLabel* state_;
+  QLabel* hover_;
+};
+
 // Two datasets: the verdict, the differing rows (max ULPs, max |a-b|, bits), the
 // difference against row id, the provenance of both side by side (differences in
 // bold), and the bits of the selected row.

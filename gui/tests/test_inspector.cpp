@@ -47,6 +47,12 @@ std::string work_dir() {
   return dir.string();
 }
 
+std::uint32_t test_bits(float x) {
+  std::uint32_t b;
+  std::memcpy(&b, &x, 4);
+  return b;
+}
+
 // Pixels of an image close to a colour (each channel within `tolerance`).
 int pixels_near(QImage const& image, QColor want, int tolerance = 12) {
   int n = 0;
@@ -777,6 +783,47 @@ TEST_F(Inspector, RowSearchAndFilters) {
   EXPECT_TRUE(counts->setRowFilter("", "", ""));
   EXPECT_EQ(model->rowCount(), int(run.rows));
   EXPECT_TRUE(counts->filterText().isEmpty());
+}
+
+// Per-column statistics: each percentile is in the bin of the true one (the value
+// of that rank among the column's values), min and max exact, the mean the mean.
+TEST_F(Inspector, ColumnStatisticsAreTheColumnsOwn) {
+  auto const run = io::read_run(run_file());
+  MainWindow window;
+  window.setQuiet(true);
+  ASSERT_TRUE(window.open(QString::fromStdString(run_file()), MainWindow::Slot::A));
+  EXPECT_TRUE(window.columnsView()->stateText().contains("comes with the pass")) << "before the scan";
+  window.waitForChecks();
+  show(window, "columns");
+  auto const& cs = window.datasetA()->columns;
+  ASSERT_EQ(std::int64_t(cs.percentiles.size()), run.cols);
+  for (std::int64_t c = 0; c < run.cols; ++c) {
+    std::vector<float> column;
+    double sum = 0;
+    for (std::int64_t r = 0; r < run.rows; ++r) {
+      column.push_back(run.gradient[std::size_t(r * run.cols + c)]);
+      sum += column.back();
+    }
+    std::sort(column.begin(), column.end());
+    for (int k = 0; k < 7; ++k) {
+      float const truth = column[std::size_t(ColumnStats::levels[k] * double(column.size() - 1))];
+      EXPECT_EQ(test_bits(cs.percentiles[std::size_t(c)][std::size_t(k)]), test_bits(column_bin_floor(column_bin(truth))))
+          << "column " << c << " level " << ColumnStats::levels[k];
+    }
+    EXPECT_NEAR(cs.mean[std::size_t(c)], sum / double(run.rows), 1e-12 * (1 + std::fabs(sum)));
+    auto* table = window.columnsView()->table();
+    EXPECT_EQ(table->item(int(c), 1)->text(), QString::number(double(column.front()), 'g', 6)) << "min";
+    EXPECT_EQ(table->item(int(c), 7)->text(), QString::number(double(column.back()), 'g', 6)) << "max";
+  }
+  EXPECT_TRUE(window.columnsView()->hoverText(3).startsWith("column 3: min ")) << window.columnsView()->hoverText(3).toStdString();
+  EXPECT_GT(coloured_pixels(window.columnsView()->plot()->toPixmap().toImage()), 500) << "the bands are drawn";
+  // Bins keep the values' order, and a bin's floor is in it.
+  for (float x : {-3.5f, -1e-30f, -0.0f, 0.0f, 1e-30f, 2.25f, 1e30f}) {
+    EXPECT_LE(column_bin_floor(column_bin(x)), x);
+    EXPECT_EQ(column_bin(column_bin_floor(column_bin(x))), column_bin(x));
+  }
+  EXPECT_LT(column_bin(-1.0f), column_bin(-0.5f));
+  EXPECT_LT(column_bin(0.5f), column_bin(1.0f));
 }
 
 }  // namespace
