@@ -25,6 +25,7 @@
 #include <QVBoxLayout>
 
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 
 namespace kembed::inspector {
@@ -169,6 +170,11 @@ CountsView::CountsView(QWidget* parent) : View(parent) {
   layout->addWidget(split);
 
   connect(bins_, qOverload<int>(&QSpinBox::valueChanged), this, &CountsView::rebuildHistogram);
+  plot_->setMouseTracking(true);
+  connect(plot_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) {
+    auto const text = hoverText(plot_->xAxis->pixelToCoord(e->pos().x()));
+    if (!text.isEmpty()) QToolTip::showText(e->globalPosition().toPoint(), text, plot_);
+  });
   // How many labels fit is known once the plot is laid out at its real width.
   connect(plot_, &QCustomPlot::afterLayout, this, [this] {
     if (plot_->axisRect()->width() != labelled_width_) labelBins();
@@ -275,6 +281,21 @@ bool CountsView::setRowFilter(QString const& min_count, QString const& max_count
                              ? QString()
                              : QString("%1 of %2 rows shown").arg(model_->shownRows()).arg(rows));
   return true;
+}
+
+QString CountsView::hoverText(double x) const {
+  auto const bin = std::llround(x);
+  if (bin < 0 || bin >= std::int64_t(histogram_.rows.size())) return {};
+  auto const lo = histogram_.lower[std::size_t(bin)], hi = histogram_.upper[std::size_t(bin)] - 1;
+  auto const rows = histogram_.rows[std::size_t(bin)];
+  return QString("%1 %2: %3 rows (%4 % of the rows shown)")
+      .arg(lo == hi ? "count" : "counts")
+      .arg(lo == hi ? QString::number(lo) : QString("%1 to %2").arg(lo).arg(hi))
+      .arg(rows)
+      .arg(100.0 * double(rows) / double(std::max<std::int64_t>(1, std::accumulate(histogram_.rows.begin(),
+                                                                                     histogram_.rows.end(),
+                                                                                     std::int64_t{0}))),
+           0, 'f', 2);
 }
 
 double CountsView::markedBin() const {
@@ -969,6 +990,11 @@ DiffView::DiffView(QWidget* parent) : View(parent) {
   connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](QModelIndex const& current) {
     if (current.isValid() && !following_) emit rowPicked(model_->at(current.row()).row);
   });
+  plot_->setMouseTracking(true);
+  connect(plot_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) {
+    auto const text = hoverText(e->pos().x(), e->pos().y());
+    if (!text.isEmpty()) QToolTip::showText(e->globalPosition().toPoint(), text, plot_);
+  });
   connect(plot_, &QCustomPlot::plottableClick, this, [this](QCPAbstractPlottable*, int index, QMouseEvent*) {
     if (index >= 0 && std::size_t(index) < summary_.values.differences.size())
       emit rowPicked(summary_.values.differences[std::size_t(index)].row);
@@ -1055,6 +1081,26 @@ void DiffView::showVerdict() {
   QString html = "<span style='font-size:large; font-weight:bold'>" + lines.front().toHtmlEscaped() + "</span>";
   for (int i = 1; i < lines.size(); ++i) html += "<br>" + lines[i].toHtmlEscaped();
   verdict_->setText(html);
+}
+
+QString DiffView::hoverText(double x, double y) const {
+  // In pixels: the differing row whose point is nearest, within 10 pixels.
+  double best = 100;
+  RowDifference const* found = nullptr;
+  for (auto const& d : summary_.values.differences) {
+    double const dx = plot_->xAxis->coordToPixel(double(d.row)) - x;
+    if (std::fabs(dx) > 10) continue;
+    double const dy = plot_->yAxis->coordToPixel(d.max_abs > 0 ? std::min(d.max_abs, 1e38) : 1e-45) - y;
+    if (dx * dx + dy * dy < best) best = dx * dx + dy * dy, found = &d;
+  }
+  if (!found) return {};
+  return QString("row %1: %2 columns differ, max |a - b| %3, max %4 ULPs (a %5, b %6); click to pick it")
+      .arg(found->row)
+      .arg(found->columns)
+      .arg(found->max_abs, 0, 'g', 6)
+      .arg(found->max_ulp)
+      .arg(QString::fromStdString(hex_bits(found->a)))
+      .arg(QString::fromStdString(hex_bits(found->b)));
 }
 
 QString DiffView::bitsText() const {

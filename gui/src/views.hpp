@@ -69,6 +69,7 @@ class CountsView : public View {
   void focusRowSearch();
   QString summaryText() const;
   double markedBin() const;  // the bin the picked row's marker stands on, or -1
+  QString hoverText(double x) const;  // the bar under the pointer, in words
  public slots:
   void showRow(qint64 row) override;
   void rebuildHistogram();
@@ -200,6 +201,7 @@ class DiffView : public View {
   QString verdict() const;  // plain text: the headline, then what explains it, a line each
   DiffTableModel* model() const { return model_; }
   QString bitsText() const;
+  QString hoverText(double x, double y) const;  // the differing row nearest the pointer
  public slots:
   void showRow(qint64 row) override;
   void nextDifferingRow();

@@ -724,6 +724,20 @@ TEST_F(Inspector, HoverReadoutAndColourScalesAndTheDifferenceHeatmap) {
   EXPECT_TRUE(text.contains(QString("count %1").arg(run.counts[17]))) << text.toStdString();
   EXPECT_TRUE(text.contains("band of rows 17-17")) << text.toStdString();
   EXPECT_TRUE(view->hoverText(-5, 17).isEmpty()) << "nothing outside the cells";
+  // The diff's plot reads out the differing row under the pointer, the histogram its bar.
+  window.setView("diff");
+  QApplication::processEvents();
+  auto* diff_plot = window.diffView()->plot();
+  diff_plot->replot();
+  auto const& d0 = window.diffView()->summary().values.differences.at(0);
+  auto const diff_text = window.diffView()->hoverText(diff_plot->xAxis->coordToPixel(double(d0.row)),
+                                                      diff_plot->yAxis->coordToPixel(d0.max_abs));
+  EXPECT_TRUE(diff_text.startsWith("row 17: 1 columns differ")) << diff_text.toStdString();
+  auto const& h = window.countsView()->histogram();
+  EXPECT_TRUE(window.countsView()->hoverText(0).contains(QString("%1 rows").arg(h.rows[0])))
+      << window.countsView()->hoverText(0).toStdString();
+  window.setView("gradient");
+  QApplication::processEvents();
   // A - B: zero everywhere but the changed value.
   ASSERT_FALSE(view->findChild<QComboBox*>("which_run")->isHidden());
   view->setShow(GradientView::Show::Difference);
