@@ -274,9 +274,14 @@ Heat heat_bands(io::Summary const& summary, std::int64_t rows, std::int64_t cols
       }
     return h;
   }
-  // The coarsest level that still has a block per band, and bands of whole blocks.
-  std::size_t k = 0;
-  while (k + 1 < levels.size() && blocks_in_view(levels[k + 1].block_rows) >= bands) ++k;
+  // Bands of whole blocks: the level that gives the most bands (at most `bands`),
+  // the coarsest of those on a tie (fewer values to read).
+  std::size_t k = levels.size() - 1;
+  std::int64_t most = 0;
+  for (std::size_t i = levels.size(); i-- > 0;) {
+    std::int64_t const nb_i = blocks_in_view(levels[i].block_rows), per = (nb_i + bands - 1) / bands;
+    if ((nb_i + per - 1) / per > most) most = (nb_i + per - 1) / per, k = i;
+  }
   auto const& level = levels[k];
   std::int64_t const b0 = first / level.block_rows, nb = blocks_in_view(level.block_rows);
   std::int64_t const per_band = (nb + bands - 1) / bands;

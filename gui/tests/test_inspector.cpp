@@ -787,8 +787,9 @@ TEST_F(Inspector, RowSearchAndFilters) {
   ASSERT_EQ(model->rowCount(), int(hot.size()));
   for (int i = 1; i < model->rowCount(); ++i)
     EXPECT_GE(run.counts[std::size_t(model->rowAt(i - 1))], run.counts[std::size_t(model->rowAt(i))]);
-  for (auto const& [ids, why] : {std::pair<char const*, char const*>{"3, x", "'x'"}, {"7-2", "'7-2'"},
-                                 {"5, 200", "row 200 is past the last row (99)"}}) {
+  std::pair<char const*, char const*> const refused[] = {
+      {"3, x", "'x'"}, {"7-2", "'7-2'"}, {"5, 200", "row 200 is past the last row (99)"}};
+  for (auto const& [ids, why] : refused) {
     EXPECT_FALSE(counts->setRowFilter("", "", ids)) << ids;
     EXPECT_TRUE(counts->filterText().contains(why)) << counts->filterText().toStdString();
     EXPECT_EQ(model->rowCount(), int(hot.size())) << "a refused filter changes nothing";
@@ -838,6 +839,30 @@ TEST_F(Inspector, ColumnStatisticsAreTheColumnsOwn) {
   }
   EXPECT_LT(column_bin(-1.0f), column_bin(-0.5f));
   EXPECT_LT(column_bin(0.5f), column_bin(1.0f));
+}
+
+// Defect 10: opening a run and painting it whole reads its counts and summary, not
+// its gradient (bytes through read(2), /proc/self/io's rchar, page cache or not).
+TEST(InspectorDefects, OpeningAndPaintingReadNoGradient) {
+  std::int64_t const rows = 1000000, cols = 16;  // a 64 MB gradient
+  auto const path = synthetic_run("unread.h5", rows, cols);
+  auto read_so_far = [] {
+    std::ifstream io("/proc/self/io");
+    std::string key;
+    std::int64_t value = 0;
+    while (io >> key >> value)
+      if (key == "rchar:") return value;
+    return std::int64_t{-1};
+  };
+  auto const before = read_so_far();
+  ASSERT_GE(before, 0);
+  auto const d = load(path);
+  auto const heat = heat_bands(d, 0, rows, 700);
+  auto const read = read_so_far() - before;
+  EXPECT_FALSE(heat.from_rows);
+  EXPECT_GE(heat.bands(), 350) << "bands of whole blocks of 2^k rows, as many as fit";
+  EXPECT_LT(read, rows * cols * 4 / 4) << "bytes read to open and paint a " << rows * cols * 4 << "-byte gradient";
+  EXPECT_GT(read, rows * 8) << "the counts are read";
 }
 
 }  // namespace

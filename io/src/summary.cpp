@@ -146,9 +146,10 @@ void write_summary(hid_t file, Summary const& s, SaveOptions const& options) {
     h5::write_int64(g, "block_rows", level.block_rows);
     auto counts = create_matrix(g, "counts", H5T_STD_I64LE, level.blocks, 0, options);
     write_block(counts, "counts", H5T_NATIVE_INT64, 0, level.blocks, level.counts.data());
-    for (auto const& [field, values] : {std::pair<char const*, std::vector<float> const*>{"min", &level.min},
-                                        {"max", &level.max},
-                                        {"max_abs", &level.max_abs}}) {
+    // A named array, not a braced list, in range-for: nvcc 11.8 cannot deduce those.
+    std::pair<char const*, std::vector<float> const*> const fields[] = {
+        {"min", &level.min}, {"max", &level.max}, {"max_abs", &level.max_abs}};
+    for (auto const& [field, values] : fields) {
       auto d = create_matrix(g, field, H5T_IEEE_F32LE, level.blocks, s.cols, options);
       write_block(d, field, H5T_NATIVE_FLOAT, 0, level.blocks, values->data());
     }
@@ -183,9 +184,9 @@ Summary read_summary(std::string const& path) {
         throw FileError(path, name + "/counts", "does not hold one count per block (" + std::to_string(level.blocks) + ")");
       level.counts.resize(std::size_t(blocks));
       detail::read_ints(counts, path, name + "/counts", 0, blocks, level.counts.data());
-      for (auto [field, values] : {std::pair<char const*, std::vector<float>*>{"min", &level.min},
-                                   {"max", &level.max},
-                                   {"max_abs", &level.max_abs}}) {
+      std::pair<char const*, std::vector<float>*> const fields[] = {
+          {"min", &level.min}, {"max", &level.max}, {"max_abs", &level.max_abs}};
+      for (auto [field, values] : fields) {
         auto m = detail::open_float_matrix(file, path, name + "/" + field, false);
         if (m.rows != level.blocks || m.cols != s.cols)
           throw FileError(path, name + "/" + field, "is not (" + std::to_string(level.blocks) + ", " +
