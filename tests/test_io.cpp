@@ -910,6 +910,24 @@ TEST_F(Io, RunFilesCarryTheirGradientsSummary) {
         throw;
       },
       io::FileError);
+  {  // a hostile level list: refused by name, nothing allocated for it
+    hid_t f = H5Fopen(path("r.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(H5Ldelete(f, "/summary/block_rows", H5P_DEFAULT), 0);
+    hsize_t const n = hsize_t{1} << 40;
+    hid_t space = H5Screate_simple(1, &n, nullptr);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hsize_t const chunk = 1024;
+    H5Pset_chunk(dcpl, 1, &chunk);
+    hid_t d = H5Dcreate2(f, "/summary/block_rows", H5T_STD_I64LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ASSERT_GE(d, 0);
+    H5Dclose(d), H5Pclose(dcpl), H5Sclose(space), H5Fclose(f);
+  }
+  EXPECT_THROW(
+      try { io::read_summary(path("r.h5")); } catch (io::FileError const& e) {
+        EXPECT_NE(std::string(e.what()).find("/summary/block_rows"), std::string::npos) << e.what();
+        throw;
+      },
+      io::FileError);
   remove("/summary");  // as a run file from before the summary
   EXPECT_TRUE(io::read_summary(path("r.h5")).empty());
   EXPECT_EQ(io::read_run(path("r.h5")).gradient, run.gradient) << "the run still reads";

@@ -165,8 +165,13 @@ Summary read_summary(std::string const& path) {
     if (!h5::exists(file, "/summary")) return s;
     s.rows = detail::required_int64(file, path, "num_embeddings");
     s.cols = detail::required_int64(file, path, "embedding_dim");
+    if (s.rows < 1 || s.cols < 1)
+      throw FileError(path, "", "has a gradient of " + std::to_string(s.rows) + " x " + std::to_string(s.cols) +
+                                    ", so its summary cannot fit it");
     std::int64_t n = 0;
     auto list = detail::open_int_vector(file, path, "/summary/block_rows", &n);
+    if (n < 1 || n > 64)  // block sizes double from 1 row at most, up to 2^63
+      throw FileError(path, "/summary/block_rows", "lists " + std::to_string(n) + " levels; a summary has 1 to 64");
     std::vector<std::int64_t> sizes(std::size_t(std::max<std::int64_t>(n, 0)));
     detail::read_ints(list, path, "/summary/block_rows", 0, n, sizes.data());
     std::int64_t want = summary_finest_block_rows(s.rows);
@@ -191,6 +196,8 @@ Summary read_summary(std::string const& path) {
         if (m.rows != level.blocks || m.cols != s.cols)
           throw FileError(path, name + "/" + field, "is not (" + std::to_string(level.blocks) + ", " +
                                                         std::to_string(s.cols) + ") like the gradient's blocks");
+        detail::check_size(path, name + "/" + field, m.rows, m.cols, 4);  // declared sizes a file cannot back
+        detail::check_storage(m.dataset, path, name + "/" + field);
         values->resize(std::size_t(level.blocks * s.cols));
         detail::read_rows(m, path, name + "/" + field, 0, level.blocks, values->data(), false);
       }
