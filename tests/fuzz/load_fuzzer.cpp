@@ -5,7 +5,9 @@
 #include <kembed/core/error.hpp>
 #include <kembed/io/describe.hpp>
 #include <kembed/io/job_files.hpp>
+#include <kembed/io/row_reader.hpp>
 #include <kembed/io/run_file.hpp>
+#include <kembed/io/summary.hpp>
 #include <kembed/io/table_file.hpp>
 
 #include <unistd.h>
@@ -49,6 +51,14 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
   refused_or_read([&] { read_run(path, false); });
   refused_or_read([&] { read_run(path, true, true); });
   refused_or_read([&] { read_run_gradient_sha256(path); });
+  refused_or_read([&] { read_summary(path); });
+  refused_or_read([&] {  // what the inspector reads when zoomed in: the first and last rows
+    RowReader rows(path);
+    std::vector<float> row(static_cast<std::size_t>(std::min<std::int64_t>(rows.cols(), 1 << 20)));
+    if (rows.cols() > (1 << 20)) return;
+    rows.read(0, 1, row.data());
+    rows.read(rows.rows() - 1, 1, row.data());
+  });
   refused_or_read([&] { load_table(path); });
   refused_or_read([&] { load_rows(path, 1, 2); });
   refused_or_read([&] { read_table_dataset(path, "weight"); });
