@@ -17,5 +17,5 @@ inspector=$build/gui/kembed-inspector
 "$inspector" runs/kjv.h5 --view gradient --row 0 --screenshot docs/images/inspector-gradient.png
 "$inspector" runs/kjv.h5 --view columns --screenshot docs/images/inspector-columns.png
 "$inspector" runs/kjv.h5 runs/kjv-deterministic.h5 --view diff --row 5 --screenshot docs/images/inspector-diff.png
-"$inspector" runs/kjv.h5 runs/kjv-deterministic.h5 --view gradient --heatmap a-b --row 1 \
+"$inspector" runs/kjv.h5 runs/kjv-deterministic.h5 --view gradient --heatmap all --row 1 \
   --screenshot docs/images/inspector-difference.png

@@ -1,5 +1,5 @@
 // kembed-inspector [RUN.h5] [OTHER.h5] [--screenshot OUT.png --view counts|gradient|diff
-//                   --heatmap a|b|a-b --row ROW --size WxH]
+//                   --heatmap a|b|a-b|all --row ROW --size WxH]
 // Opens one run (or table) file, or two to compare. With --screenshot it renders a
 // view without a display (offscreen, unless QT_QPA_PLATFORM names another platform)
 // and exits: 0, or 2 on a bad file or a bad option.
@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
   QCommandLineOption view("view", "The view to show: counts, gradient, columns or diff", "VIEW", "counts");
   QCommandLineOption size("size", "Window size for --screenshot", "WxH", "1200x800");
   QCommandLineOption row_option("row", "Select this row id", "ROW");
-  QCommandLineOption heatmap("heatmap", "What the Gradient view shows: a, b or a-b (two files)", "WHICH", "a");
+  QCommandLineOption heatmap("heatmap", "What the Gradient view shows: a, b, a-b or all (side by side; two files)",
+                             "WHICH", "a");
   parser.addOptions({screenshot, view, size, row_option, heatmap});
   parser.process(app);
   auto const files = parser.positionalArguments();
@@ -68,8 +69,8 @@ int main(int argc, char** argv) {
   }
 
   QString const which = parser.value(heatmap);
-  if (which != "a" && which != "b" && which != "a-b")
-    return bad("--heatmap must be a, b or a-b, got '" + which + "'");
+  if (which != "a" && which != "b" && which != "a-b" && which != "all")
+    return bad("--heatmap must be a, b, a-b or all, got '" + which + "'");
   if (which != "a" && files.size() != 2) return bad("--heatmap " + which + " needs two files");
 
   kembed::inspector::MainWindow window;
@@ -100,7 +101,10 @@ int main(int argc, char** argv) {
   }
   QApplication::processEvents();
   using Show = kembed::inspector::GradientView::Show;
-  window.gradientView()->setShow(which == "b" ? Show::B : which == "a-b" ? Show::Difference : Show::A);
+  window.gradientView()->setShow(which == "b"     ? Show::B
+                                 : which == "a-b" ? Show::Difference
+                                 : which == "all" ? Show::SideBySide
+                                                  : Show::A);
   window.gradientView()->rebuild();  // bands for the final plot height
   if (row >= 0) window.selectRow(row);
   QApplication::processEvents();

@@ -436,7 +436,7 @@ GradientView::GradientView(QWidget* parent) : View(parent) {
   info_->setWordWrap(true);
   which_ = new QComboBox(this);
   which_->setObjectName("which_run");
-  which_->addItems({"A", "B", "A - B"});
+  which_->addItems({"A", "B", "A - B", "A | B | A - B"});
   which_->setToolTip("Which gradient the heatmap shows; A - B only once the comparison is made");
   which_->setVisible(false);
   connect(which_, qOverload<int>(&QComboBox::activated), this, [this](int i) { setShow(Show(i)); });
@@ -459,7 +459,10 @@ GradientView::GradientView(QWidget* parent) : View(parent) {
   layout->addWidget(hover_);
   plot_->setMouseTracking(true);
   connect(plot_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) {
-    auto const text = hoverText(plot_->xAxis->pixelToCoord(e->pos().x()), plot_->yAxis->pixelToCoord(e->pos().y()));
+    auto* rect = plot_->axisRectAt(e->pos());  // side by side: A's, B's or A - B's
+    if (!rect) rect = plot_->axisRect();
+    auto const text = hoverText(rect->axis(QCPAxis::atBottom)->pixelToCoord(e->pos().x()),
+                                rect->axis(QCPAxis::atLeft)->pixelToCoord(e->pos().y()));
     hover_->setText(text);
     if (!text.isEmpty()) QToolTip::showText(e->globalPosition().toPoint(), text, plot_);
   });
@@ -483,7 +486,8 @@ GradientView::GradientView(QWidget* parent) : View(parent) {
 void GradientView::setDataset(std::shared_ptr<Dataset const> data) {
   if (data == data_) return;  // another file opened as B: the zoom stays
   data_ = std::move(data);
-  b_ = nullptr, diff_ = nullptr, show_ = Show::A;
+  b_ = nullptr, diff_ = nullptr;
+  showAOnly();
   which_->setVisible(false);
   map_->setVisible(bool(data_));
   scale_->setVisible(bool(data_));
@@ -519,28 +523,53 @@ void GradientView::setComparison(std::shared_ptr<Dataset const> b, std::shared_p
   which_->setVisible(bool(b_));
   auto* items = qobject_cast<QStandardItemModel*>(which_->model());
   if (items) items->item(int(Show::Difference))->setEnabled(bool(diff_));
-  if (!b_ || (show_ == Show::Difference && !diff_)) show_ = Show::A;
+  if (!b_ || (show_ == Show::Difference && !diff_)) showAOnly();
   which_->setCurrentIndex(int(show_));
   datasetUpdated();
 }
 
+void GradientView::showAOnly() {
+  sideBySide(false);
+  plot_->xAxis->setLabel("column");
+  show_ = Show::A;
+  which_->setCurrentIndex(0);
+}
+
 void GradientView::setShow(Show show) {
-  if ((show == Show::B && !b_) || (show == Show::Difference && !diff_)) return;
+  if ((show == Show::B && !b_) || (show == Show::Difference && !diff_) || (show == Show::SideBySide && !b_)) return;
+  if (show != Show::SideBySide) {
+    sideBySide(false);
+    plot_->xAxis->setLabel("column");
+  }
   show_ = show;
   which_->setCurrentIndex(int(show_));
   datasetUpdated();
 }
 
 void GradientView::setColourRange() {
+  auto const& summary = show_ == Show::SideBySide ? data_->summary : shownSummary();
+  map_->setDataRange(colourRange(summary, top99_, top_full_));
+  if (map_b_) map_b_->setDataRange(map_->dataRange());  // A and B on one scale
+  if (map_d_ && diff_) {
+    map_d_->setDataRange(colourRange(diff_->difference, top99_d_, top_full_d_));
+    scale_d_->setLabel(scale_kind_ == Scale::SymmetricLog
+                           ? QString("sign(v) log10(1 + |v|/t) of A - B, t = %1").arg(1e-3 * double(top99_d_), 0, 'g', 3)
+                       : scale_kind_ == Scale::LogMagnitude ? QString("log10 |v| of A - B")
+                                                            : QString("A - B, per band the value of largest |v|"));
+  }
+  scale_->setLabel(scaleLabel());
+}
+
+QCPRange GradientView::colourRange(io::Summary const& summary, float& top99, float& full_range) const {
   // Zipf-shaped gradients have a few huge rows: colour by the 99th percentile of the
   // largest |value| of the summary's finest blocks (of rows, up to 4096 rows), so the
   // rest stay visible (the hot rows saturate).
   std::vector<float> maxima;
-  if (!shownSummary().empty()) {
-    auto const& level = shownSummary().levels.front();
+  if (!summary.empty()) {
+    auto const& level = summary.levels.front();
     for (std::int64_t b = 0; b < level.blocks; ++b) {
       float m = 0;
-      for (std::int64_t c = 0; c < data_->cols; ++c) m = std::max(m, level.max_abs[std::size_t(b * data_->cols + c)]);
+      for (std::int64_t c = 0; c < summary.cols; ++c) m = std::max(m, level.max_abs[std::size_t(b * summary.cols + c)]);
       if (std::isfinite(m)) maxima.push_back(m);
     }
   }
@@ -551,28 +580,24 @@ void GradientView::setColourRange() {
     std::nth_element(maxima.begin(), maxima.begin() + std::ptrdiff_t(k), maxima.end());
     top = maxima[k];
   }
-  top99_ = std::max(top, 1e-30f), top_full_ = std::max(full, 1e-30f);
+  top99 = std::max(top, 1e-30f), full_range = std::max(full, 1e-30f);
   switch (scale_kind_) {
     case Scale::Linear99:
-      map_->setDataRange(QCPRange(-top99_, top99_));
-      break;
+      return QCPRange(-top99, top99);
     case Scale::LinearFull:
-      map_->setDataRange(QCPRange(-top_full_, top_full_));
-      break;
+      return QCPRange(-full_range, full_range);
     case Scale::SymmetricLog:
-      map_->setDataRange(QCPRange(-toColour(top_full_), toColour(top_full_)));
-      break;
+      return QCPRange(-toColour(full_range, top99), toColour(full_range, top99));
     case Scale::LogMagnitude:
-      map_->setDataRange(QCPRange(std::log10(double(top_full_)) - 6, std::log10(double(top_full_))));
-      break;
+      return QCPRange(std::log10(double(full_range)) - 6, std::log10(double(full_range)));
   }
-  scale_->setLabel(scaleLabel());
+  return {};
 }
 
-double GradientView::toColour(float value) const {
+double GradientView::toColour(float value, float top99) const {
   switch (scale_kind_) {
     case Scale::SymmetricLog:  // linear within t of zero, logarithmic beyond
-      return std::copysign(std::log10(1.0 + std::fabs(double(value)) / (1e-3 * double(top99_))), double(value));
+      return std::copysign(std::log10(1.0 + std::fabs(double(value)) / (1e-3 * double(top99))), double(value));
     case Scale::LogMagnitude:
       return value == 0 ? -1e300 : std::log10(std::fabs(double(value)));
     default:
@@ -581,13 +606,13 @@ double GradientView::toColour(float value) const {
 }
 
 QString GradientView::scaleLabel() const {
-  QString const what = show_ == Show::Difference ? "A - B" : show_ == Show::B ? "B" : "A";
-  QString const band = " (per band: the value of largest magnitude)";
+  QString const what = show_ == Show::Difference ? "A - B" : show_ == Show::B ? "B" : show_ == Show::SideBySide ? "A and B" : "A";
+  QString const band = ", per band the value of largest |v|";
   switch (scale_kind_) {
     case Scale::Linear99:
-      return what + band + "; colours saturate beyond the 99th percentile of blocks' largest |value|";
+      return what + band + "; saturates past the 99th percentile";
     case Scale::LinearFull:
-      return what + band + "; linear over the full range";
+      return what + band + "; linear, full range";
     case Scale::SymmetricLog:
       return "sign(v) log10(1 + |v|/t) of " + what + band + QString(", t = %1").arg(1e-3 * double(top99_), 0, 'g', 3);
     case Scale::LogMagnitude:
@@ -614,6 +639,9 @@ void GradientView::setScale(Scale scale) {
     g.setColorStopAt(1.0, QColor(103, 0, 31));
   }
   map_->setGradient(g);
+  for (auto* map : {map_b_, map_d_})
+    if (map) map->setGradient(g);
+  if (scale_d_) scale_d_->setGradient(g);
   datasetUpdated();
 }
 
@@ -696,29 +724,23 @@ void GradientView::fill() {
     return;
   }
   heat_ = heat;
-  auto const& bands = heat.values;
-  auto const& starts = heat.first;
-  // Cell centres: column c at x = c; band b at the middle of its rows. A single band
-  // is drawn as two equal cells, since a one-cell axis has no extent.
-  int const drawn = std::max(bands_, 2);
-  cells->setSize(int(std::max<std::int64_t>(data_->cols, 2)), drawn);
-  double y0 = 0.5 * double(starts[0] + starts[1] - 1), y1 = y0;
-  if (!heat.from_rows)  // bands of whole blocks, all as tall as the first
-    y1 = y0 + double(heat.rows_per_band) * double(std::max(bands_ - 1, 0));
-  else if (bands_ > 1)
-    y1 = 0.5 * double(starts[std::size_t(bands_ - 1)] + starts[std::size_t(bands_)] - 1);
-  if (bands_ == 1) {
-    double const h = double(starts[1] - starts[0]);
-    y0 -= 0.25 * h, y1 = y0 + 0.5 * h + 1e-6;
+  paint(map_, heat, top99_);
+  if (show_ == Show::SideBySide) {
+    sideBySide(true);
+    for (auto* rect : {rect_b_, rect_d_})
+      if (rect) rect->axis(QCPAxis::atLeft)->setRange(plot_->yAxis->range());
+    paint(map_b_, heat_bands(*b_, first, last, pixels), top99_);
+    if (diff_ && map_d_)
+      paint(map_d_, heat_bands(diff_->difference, data_->rows, data_->cols,
+                               [a = data_, b = b_](std::int64_t from, std::int64_t n) {
+                                 auto x = a->read_rows(from, n);
+                                 auto const y = b->read_rows(from, n);
+                                 for (std::size_t i = 0; i < x.size(); ++i) x[i] -= y[i];
+                                 return x;
+                               },
+                               first, last, pixels),
+            top99_d_);
   }
-  double const x1 = data_->cols > 1 ? double(data_->cols - 1) : 0.5;
-  cells->setRange(QCPRange(data_->cols > 1 ? 0.0 : -0.5, x1), QCPRange(y0, y1));
-  for (int b = 0; b < drawn; ++b)
-    for (int c = 0; c < cells->keySize(); ++c) {
-      auto const sb = std::size_t(std::min(b, bands_ - 1)),
-                 sc = std::size_t(std::min<std::int64_t>(c, data_->cols - 1));
-      cells->setCell(c, b, toColour(bands[sb * std::size_t(data_->cols) + sc]));
-    }
   info_->setText(
       QString("rows %1 to %2 of %3 in %4 bands of %5%6 rows (%7); wheel zooms, drag pans, right-click picks a row")
           .arg(first)
@@ -728,12 +750,98 @@ void GradientView::fill() {
           .arg(heat.from_rows ? "about " : "")
           .arg(heat.from_rows ? QString::number(double(last - first) / bands_, 'f', 1)
                               : QString::number(heat.rows_per_band))
-          .arg(QString(show_ == Show::Difference ? "A - B, " : show_ == Show::B ? "B, " : "A, ") +
+          .arg(QString(show_ == Show::Difference   ? "A - B, "
+                       : show_ == Show::B          ? "B, "
+                       : show_ == Show::SideBySide ? "A | B | A - B, A "
+                                                   : "A, ") +
                (heat.from_rows                ? "read from the gradient"
                 : show_ == Show::Difference   ? "from the comparison's summary"
                 : (show_ == Show::B ? b_ : data_)->summary_stored ? "from the run's summary"
                                                                    : "from the summary made on opening")));
   rebuilding_ = false;
+}
+
+void GradientView::paint(QCPColorMap* map, Heat const& heat, float top99) const {
+  auto* cells = map->data();
+  int const bands = heat.bands();
+  if (bands < 1) {
+    cells->clear();
+    return;
+  }
+  auto const& starts = heat.first;
+  // Cell centres: column c at x = c; band b at the middle of its rows. A single band
+  // is drawn as two equal cells, since a one-cell axis has no extent.
+  int const drawn = std::max(bands, 2);
+  cells->setSize(int(std::max<std::int64_t>(data_->cols, 2)), drawn);
+  double y0 = 0.5 * double(starts[0] + starts[1] - 1), y1 = y0;
+  if (!heat.from_rows)  // bands of whole blocks, all as tall as the first
+    y1 = y0 + double(heat.rows_per_band) * double(std::max(bands - 1, 0));
+  else if (bands > 1)
+    y1 = 0.5 * double(starts[std::size_t(bands - 1)] + starts[std::size_t(bands)] - 1);
+  if (bands == 1) {
+    double const h = double(starts[1] - starts[0]);
+    y0 -= 0.25 * h, y1 = y0 + 0.5 * h + 1e-6;
+  }
+  double const x1 = data_->cols > 1 ? double(data_->cols - 1) : 0.5;
+  cells->setRange(QCPRange(data_->cols > 1 ? 0.0 : -0.5, x1), QCPRange(y0, y1));
+  for (int b = 0; b < drawn; ++b)
+    for (int c = 0; c < cells->keySize(); ++c) {
+      auto const sb = std::size_t(std::min(b, bands - 1)), sc = std::size_t(std::min<std::int64_t>(c, data_->cols - 1));
+      cells->setCell(c, b, toColour(heat.values[sb * std::size_t(data_->cols) + sc], top99));
+    }
+}
+
+void GradientView::sideBySide(bool on) {
+  if (!on) {
+    if (!rect_b_) return;
+    for (auto* map : {map_b_, map_d_})
+      if (map) plot_->removePlottable(map);
+    for (QCPLayoutElement* e : {static_cast<QCPLayoutElement*>(rect_b_), static_cast<QCPLayoutElement*>(rect_d_),
+                                static_cast<QCPLayoutElement*>(scale_d_)})
+      if (e) plot_->plotLayout()->remove(e);
+    rect_b_ = rect_d_ = nullptr, map_b_ = map_d_ = nullptr, scale_d_ = nullptr;
+    plot_->plotLayout()->take(scale_);
+    plot_->plotLayout()->simplify();
+    plot_->plotLayout()->addElement(0, 1, scale_);
+    return;
+  }
+  if (rect_b_ && (bool(rect_d_) == bool(diff_))) return;
+  sideBySide(false);
+  // A | B | scale (A and B) | A - B | its scale, rows in step.
+  plot_->plotLayout()->take(scale_);
+  plot_->plotLayout()->simplify();
+  auto make = [&](int column, QString const& title, QCPColorMap*& map) {
+    auto* rect = new QCPAxisRect(plot_);
+    plot_->plotLayout()->addElement(0, column, rect);
+    rect->setRangeDrag(Qt::Vertical);
+    rect->setRangeZoom(Qt::Vertical);
+    rect->axis(QCPAxis::atLeft)->setRangeReversed(true);
+    rect->axis(QCPAxis::atBottom)->setTicker(plot_->xAxis->ticker());
+    rect->axis(QCPAxis::atBottom)->setRange(plot_->xAxis->range());
+    rect->axis(QCPAxis::atBottom)->setLabel(title);
+    rect->setMarginGroup(QCP::msBottom | QCP::msTop, plot_->axisRect()->marginGroup(QCP::msBottom));
+    map = new QCPColorMap(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+    map->setInterpolate(false);
+    map->setGradient(map_->gradient());
+    connect(rect->axis(QCPAxis::atLeft), qOverload<QCPRange const&>(&QCPAxis::rangeChanged), this,
+            [this](QCPRange const& r) {
+              if (!rebuilding_) plot_->yAxis->setRange(r);  // re-bands all three
+            });
+    return rect;
+  };
+  plot_->xAxis->setLabel("A: column");
+  rect_b_ = make(1, "B: column", map_b_);
+  plot_->plotLayout()->addElement(0, 2, scale_);
+  if (diff_) {
+    rect_d_ = make(3, "A - B: column", map_d_);
+    scale_d_ = new QCPColorScale(plot_);
+    scale_d_->setGradient(map_->gradient());  // a map takes its colour scale's gradient
+    plot_->plotLayout()->addElement(0, 4, scale_d_);
+    scale_d_->setMarginGroup(QCP::msBottom | QCP::msTop, plot_->axisRect()->marginGroup(QCP::msBottom));
+    map_d_->setColorScale(scale_d_);
+  }
+  map_b_->setColorScale(scale_);
+  setColourRange();
 }
 
 QString GradientView::infoText() const {

@@ -13,6 +13,8 @@ class QCustomPlot;
 class QCPBars;
 class QCPColorMap;
 class QCPColorScale;
+class QCPAxisRect;
+struct QCPRange;
 class QCPGraph;
 class QCPItemStraightLine;
 class QCheckBox;
@@ -110,7 +112,7 @@ class GradientView : public View {
   // A second run and the comparison of the two: A, B or A - B can then be shown, in
   // the same bands (null: none).
   void setComparison(std::shared_ptr<Dataset const> b, std::shared_ptr<DiffSummary const> diff);
-  enum class Show { A, B, Difference };
+  enum class Show { A, B, Difference, SideBySide };  // the last: A | B | A - B
   void setShow(Show show);
   Show shown() const { return show_; }
   // How values become colours: the scale's meaning is its label.
@@ -143,7 +145,21 @@ class GradientView : public View {
   QLabel* hover_;
   Scale scale_kind_ = Scale::Linear99;
   float top99_ = 1, top_full_ = 1;  // of the shown summary's finest blocks' max |value|
-  double toColour(float value) const;
+  double toColour(float value) const { return toColour(value, top99_); }
+  double toColour(float value, float top99) const;
+  // The colour range of a summary for the chosen scale; `top99` gets its 99th percentile.
+  QCPRange colourRange(io::Summary const& summary, float& top99, float& full) const;
+  // Paints `heat` into `map` (cell centres on the bands' rows).
+  void paint(QCPColorMap* map, Heat const& heat, float top99) const;
+  // Side by side: B's and A - B's axis rects beside A's, made on demand.
+  void sideBySide(bool on);
+  void showAOnly();  // A alone, without re-banding
+  QCPAxisRect* rect_b_ = nullptr;
+  QCPAxisRect* rect_d_ = nullptr;
+  QCPColorMap* map_b_ = nullptr;
+  QCPColorMap* map_d_ = nullptr;
+  QCPColorScale* scale_d_ = nullptr;
+  float top99_d_ = 1, top_full_d_ = 1;
   Heat heat_;  // what is drawn
   std::shared_ptr<Dataset const> data_;
   int filled_height_ = -1;

@@ -759,6 +759,24 @@ TEST_F(Inspector, HoverReadoutAndColourScalesAndTheDifferenceHeatmap) {
   }
   view->setShow(GradientView::Show::B);
   EXPECT_TRUE(view->scaleLabel().startsWith("log10 |v| of B")) << view->scaleLabel().toStdString();
+  // Side by side: three axis rects whose rows move together; back to one.
+  view->setScale(GradientView::Scale::Linear99);
+  view->setShow(GradientView::Show::SideBySide);
+  ASSERT_EQ(plot->axisRectCount(), 3);
+  EXPECT_TRUE(view->infoText().contains("A | B | A - B")) << view->infoText().toStdString();
+  plot->axisRect(2)->axis(QCPAxis::atLeft)->setRange(20, 40);  // a zoom in A - B's rect
+  EXPECT_EQ(plot->yAxis->range().lower, 20.0);
+  EXPECT_EQ(plot->axisRect(1)->axis(QCPAxis::atLeft)->range().upper, 40.0);
+  plot->replot();
+  QPointF const in_d(plot->axisRect(2)->axis(QCPAxis::atBottom)->coordToPixel(2),
+                     plot->axisRect(2)->axis(QCPAxis::atLeft)->coordToPixel(30));
+  QMouseEvent over_d(QEvent::MouseMove, in_d, plot->mapToGlobal(in_d), Qt::NoButton, Qt::NoButton, Qt::NoModifier);
+  QApplication::sendEvent(plot, &over_d);
+  EXPECT_TRUE(view->lastHover().startsWith("row 30, column 2: A ")) << view->lastHover().toStdString();
+  EXPECT_GT(coloured_pixels(plot->toPixmap().toImage()), 1000);
+  view->setShow(GradientView::Show::A);
+  EXPECT_EQ(plot->axisRectCount(), 1);
+  EXPECT_EQ(plot->yAxis->range().lower, 20.0) << "the zoom stays";
 }
 
 // Row search and filters: ids and ranges as pasted, a count range, both with any
