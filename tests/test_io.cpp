@@ -812,21 +812,24 @@ TEST_F(Io, ATamperedGradientIsCaughtByItsSha256) {
 // The gradient's summary (/summary): each level against folding its blocks' rows
 // by hand, bit for bit; the same bits whatever order and pieces the rows came in.
 TEST(Summary, LevelsAreExactAndIndependentOfTheOrderRowsCameIn) {
-  std::int64_t const rows = 10007, cols = 5;  // 10007 rows: blocks of 4, the last holding 3
+  std::int64_t const rows = 70007, cols = 5;  // 70007 rows: blocks of 32, the last holding 23
   auto g = synthetic::uniform_floats(rows * cols, 41);
   std::vector<std::int64_t> counts(static_cast<std::size_t>(rows));
   for (std::int64_t r = 0; r < rows; ++r) counts[std::size_t(r)] = r % 7;
-  g[0] = 0.0f, g[5] = -0.0f, g[10] = 0.0f, g[15] = 0.0f;  // block 0, column 0: zeros of both signs
+  for (std::int64_t r = 0; r < 32; ++r) g[std::size_t(r * cols)] = r == 1 ? -0.0f : 0.0f;  // block 0, column 0: zeros
   g[7] = std::numeric_limits<float>::infinity();
-  for (std::int64_t r = 8; r < 12; ++r) g[std::size_t(r * cols + 1)] = std::nanf("");  // a block of NaN
+  for (std::int64_t r = 32; r < 64; ++r) g[std::size_t(r * cols + 1)] = std::nanf("");  // a block of NaN
   g[std::size_t(20 * cols + 2)] = std::nanf("");  // NaN beside numbers: left out
   io::SummaryBuilder whole(rows, cols);
   whole.add(0, rows, g.data(), counts.data());
   auto const s = whole.finish();
-  ASSERT_EQ(io::summary_finest_block_rows(rows), 4);
-  ASSERT_EQ(s.levels.front().blocks, 2502);
+  ASSERT_EQ(io::summary_finest_block_rows(rows), 32);
+  ASSERT_EQ(s.levels.front().blocks, 2188);
   ASSERT_EQ(s.levels.back().blocks, 1);
-  ASSERT_EQ(s.levels.size(), 13u);  // 4, 8, ..., 16384 rows per block
+  ASSERT_EQ(s.levels.size(), 13u);  // 32, 64, ..., 131072 rows per block
+  EXPECT_EQ(io::summary_finest_block_rows(1), 16) << "small gradients: blocks of 16 rows at the least";
+  EXPECT_EQ(io::summary_finest_block_rows(65536), 16);
+  EXPECT_EQ(io::summary_finest_block_rows(65537), 32);
   auto bits = [](float x) { return test::bits_of(x); };
   for (auto const& level : s.levels) {
     SCOPED_TRACE(level.block_rows);
@@ -892,7 +895,7 @@ TEST_F(Io, RunFilesCarryTheirGradientsSummary) {
   auto const want = b.finish();
   auto const got = io::read_summary(path("r.h5"));
   ASSERT_EQ(got.levels.size(), want.levels.size());
-  EXPECT_EQ(got.levels.front().block_rows, 1) << "300 rows: one row per block";
+  EXPECT_EQ(got.levels.front().block_rows, 16) << "300 rows: blocks of 16, the least";
   for (std::size_t k = 0; k < want.levels.size(); ++k) {
     EXPECT_EQ(got.levels[k].counts, want.levels[k].counts);
     EXPECT_EQ(std::memcmp(got.levels[k].max_abs.data(), want.levels[k].max_abs.data(), want.levels[k].max_abs.size() * 4), 0);
@@ -903,10 +906,10 @@ TEST_F(Io, RunFilesCarryTheirGradientsSummary) {
     ASSERT_GE(H5Ldelete(f, object, H5P_DEFAULT), 0);
     H5Fclose(f);
   };
-  remove("/summary/rows_2/max");
+  remove("/summary/rows_32/max");
   EXPECT_THROW(
       try { io::read_summary(path("r.h5")); } catch (io::FileError const& e) {
-        EXPECT_NE(std::string(e.what()).find("/summary/rows_2/max"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("/summary/rows_32/max"), std::string::npos) << e.what();
         throw;
       },
       io::FileError);

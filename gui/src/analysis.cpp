@@ -233,13 +233,13 @@ inline bool less(float a, float b) {
 
 }  // namespace
 
-Heat heat_bands(Dataset const& d, std::int64_t first, std::int64_t last, int bands, std::int64_t max_read_rows) {
+Heat heat_bands(Dataset const& d, std::int64_t first, std::int64_t last, int bands, std::int64_t max_read_values) {
   return heat_bands(d.summary, d.rows, d.cols, [&d](std::int64_t from, std::int64_t n) { return d.read_rows(from, n); },
-                    first, last, bands, max_read_rows);
+                    first, last, bands, max_read_values);
 }
 
 Heat heat_bands(io::Summary const& summary, std::int64_t rows, std::int64_t cols, ReadRows const& read,
-                std::int64_t first, std::int64_t last, int bands, std::int64_t max_read_rows) {
+                std::int64_t first, std::int64_t last, int bands, std::int64_t max_read_values) {
   struct {
     std::int64_t rows, cols;
     io::Summary const& summary;
@@ -250,6 +250,7 @@ Heat heat_bands(io::Summary const& summary, std::int64_t rows, std::int64_t cols
   std::int64_t const span = last - first;
   bands = int(std::max<std::int64_t>(1, std::min<std::int64_t>(bands, std::max<std::int64_t>(span, 1))));
   if (span == 0) return h;
+  std::int64_t const max_read_rows = std::max<std::int64_t>(1, max_read_values / std::max<std::int64_t>(cols, 1));
   auto const& levels = d.summary.levels;
   auto blocks_in_view = [&](std::int64_t b) { return (last + b - 1) / b - first / b; };
   bool const zoomed_in = levels.empty() || blocks_in_view(levels.front().block_rows) <= bands;

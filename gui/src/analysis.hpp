@@ -109,8 +109,8 @@ inline float heat_value(float lo, float hi) {
 // summary's finest level in view a band is whole blocks of the coarsest level that
 // still gives a band per pixel (bands start on block boundaries, so the first may
 // begin before `first`); closer in, rows are read from the file and a band is whole
-// rows, equal shares of [first, last), unless that is more than `max_read_rows`
-// rows, when the finest level's blocks are shown. Values read per paint stay about
+// rows, equal shares of [first, last), unless that is more than `max_read_values`
+// values (16 MiB), when the finest level's blocks are shown. Values read per paint stay about
 // bands x cols x 2 whatever the row count.
 struct Heat {
   std::vector<float> values;        // bands x cols
@@ -121,12 +121,13 @@ struct Heat {
   int bands() const noexcept { return first.empty() ? 0 : int(first.size()) - 1; }
 };
 Heat heat_bands(Dataset const& data, std::int64_t first, std::int64_t last, int bands,
-                std::int64_t max_read_rows = std::int64_t{1} << 16);
+                std::int64_t max_read_values = std::int64_t{1} << 22);
 // The same for any rows x cols matrix given by its summary and a way to read rows
 // (count x cols values from `first`): A - B is one.
 using ReadRows = std::function<std::vector<float>(std::int64_t first, std::int64_t count)>;
 Heat heat_bands(io::Summary const& summary, std::int64_t rows, std::int64_t cols, ReadRows const& read,
-                std::int64_t first, std::int64_t last, int bands, std::int64_t max_read_rows = std::int64_t{1} << 16);
+                std::int64_t first, std::int64_t last, int bands,
+                std::int64_t max_read_values = std::int64_t{1} << 22);
 
 // The k rows with the most counts, most first (ties by row id).
 std::vector<std::int64_t> top_rows(std::vector<std::int64_t> const& counts, std::size_t k);

@@ -719,7 +719,7 @@ void GradientView::fill() {
                        .arg(first)
                        .arg(last - 1)
                        .arg(data_->rows)
-                       .arg(std::int64_t{1} << 16));
+                       .arg(std::max<std::int64_t>(1, (std::int64_t{1} << 22) / data_->cols)));
     rebuilding_ = false;
     return;
   }

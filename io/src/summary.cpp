@@ -39,7 +39,7 @@ std::string level_name(std::int64_t block_rows) {
 }  // namespace
 
 std::int64_t summary_finest_block_rows(std::int64_t rows) {
-  std::int64_t block = 1;
+  std::int64_t block = summary_min_block_rows;
   while ((rows + block - 1) / block > summary_max_blocks) block *= 2;
   return block;
 }
@@ -174,7 +174,11 @@ Summary read_summary(std::string const& path) {
       throw FileError(path, "/summary/block_rows", "lists " + std::to_string(n) + " levels; a summary has 1 to 64");
     std::vector<std::int64_t> sizes(std::size_t(std::max<std::int64_t>(n, 0)));
     detail::read_ints(list, path, "/summary/block_rows", 0, n, sizes.data());
-    std::int64_t want = summary_finest_block_rows(s.rows);
+    // Any power of two may be the finest (writers may choose it); each next doubles.
+    std::int64_t want = sizes.front();
+    if (want < 1 || (want & (want - 1)) != 0)
+      throw FileError(path, "/summary/block_rows",
+                      "starts with blocks of " + std::to_string(want) + " rows, not a power of two");
     for (auto block_rows : sizes) {
       auto const name = "/summary/" + level_name(block_rows);
       if (block_rows != want)
@@ -204,6 +208,7 @@ Summary read_summary(std::string const& path) {
       bool const last = level.blocks == 1;
       s.levels.push_back(std::move(level));
       if (last) break;
+      if (want > INT64_MAX / 2) break;  // then no level of one block: refused below
       want *= 2;
     }
     if (s.levels.empty() || s.levels.back().blocks != 1)

@@ -14,9 +14,12 @@
 
 namespace kembed::io {
 
-// The finest level has at most this many blocks; every coarser level down to one
-// block is kept too (at most twice the finest level's size in all).
+// The finest level has at most this many blocks, of at least summary_min_block_rows
+// rows (so that the summary of a small gradient is not larger than the gradient: a
+// viewer reads rows that close in); every coarser level up to one block is kept too
+// (at most twice the finest level's size in all).
 inline constexpr std::int64_t summary_max_blocks = 4096;
+inline constexpr std::int64_t summary_min_block_rows = 16;
 
 struct SummaryLevel {
   std::int64_t block_rows = 0;       // a power of two; the last block may hold fewer rows
@@ -33,7 +36,7 @@ struct Summary {
 };
 
 // Rows per block of the finest level for a gradient of `rows` rows: the least power
-// of two that leaves at most summary_max_blocks blocks.
+// of two, 16 or more, that leaves at most summary_max_blocks blocks.
 std::int64_t summary_finest_block_rows(std::int64_t rows);
 
 // Builds a summary from rows added in any order and any pieces.
