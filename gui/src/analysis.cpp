@@ -105,18 +105,11 @@ Dataset load(std::string const& path) {
 }
 
 int column_bin(float x) {
-  std::int32_t i;
-  std::memcpy(&i, &x, 4);
-  i = i < 0 ? i ^ 0x7fffffff : i;  // integers in the values' order
-  return (i >> 20) + ColumnStats::bins / 2;
+  return (io::order_key(x) >> 20) + ColumnStats::bins / 2;  // sign, exponent, 3 mantissa bits
 }
 
 float column_bin_floor(int bin) {
-  std::int32_t i = std::int32_t(std::uint32_t(bin - ColumnStats::bins / 2) << 20);
-  i = i < 0 ? i ^ 0x7fffffff : i;
-  float x;
-  std::memcpy(&x, &i, 4);
-  return x;
+  return io::from_order_key(std::int32_t(std::uint32_t(bin - ColumnStats::bins / 2) << 20));
 }
 
 Scan scan(Dataset const& d, Progress const& progress) {
@@ -226,12 +219,21 @@ Histogram count_histogram(std::vector<std::int64_t> const& counts, int bins, boo
 
 namespace {
 
-// -0.0 below +0.0, as the summary orders them (io/summary.hpp).
+// -0.0 below +0.0, as the summary orders them.
 inline bool less(float a, float b) {
-  return a < b || (a == b && std::signbit(a) && !std::signbit(b));
+  return io::summary_less(a, b);
 }
 
 }  // namespace
+
+ReadRows difference_rows(std::shared_ptr<Dataset const> a, std::shared_ptr<Dataset const> b) {
+  return [a = std::move(a), b = std::move(b)](std::int64_t from, std::int64_t n) {
+    auto x = a->read_rows(from, n);
+    auto const y = b->read_rows(from, n);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] -= y[i];
+    return x;
+  };
+}
 
 Heat heat_bands(Dataset const& d, std::int64_t first, std::int64_t last, int bands, std::int64_t max_read_values) {
   return heat_bands(d.summary, d.rows, d.cols, [&d](std::int64_t from, std::int64_t n) { return d.read_rows(from, n); },

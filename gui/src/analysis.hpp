@@ -128,6 +128,8 @@ using ReadRows = std::function<std::vector<float>(std::int64_t first, std::int64
 Heat heat_bands(io::Summary const& summary, std::int64_t rows, std::int64_t cols, ReadRows const& read,
                 std::int64_t first, std::int64_t last, int bands,
                 std::int64_t max_read_values = std::int64_t{1} << 22);
+// Rows of A - B, read from both files (the heatmap of the difference, zoomed in).
+ReadRows difference_rows(std::shared_ptr<Dataset const> a, std::shared_ptr<Dataset const> b);
 
 // The k rows with the most counts, most first (ties by row id).
 std::vector<std::int64_t> top_rows(std::vector<std::int64_t> const& counts, std::size_t k);

@@ -699,14 +699,7 @@ void GradientView::fill() {
   if (show_ == Show::B)
     heat = heat_bands(*b_, first, last, pixels);
   else if (show_ == Show::Difference)
-    heat = heat_bands(diff_->difference, data_->rows, data_->cols,
-                      [a = data_, b = b_](std::int64_t from, std::int64_t n) {
-                        auto x = a->read_rows(from, n);
-                        auto const y = b->read_rows(from, n);
-                        for (std::size_t i = 0; i < x.size(); ++i) x[i] -= y[i];
-                        return x;
-                      },
-                      first, last, pixels);
+    heat = heat_bands(diff_->difference, data_->rows, data_->cols, difference_rows(data_, b_), first, last, pixels);
   else
     heat = heat_bands(*data_, first, last, pixels);
   filled_height_ = plot_->axisRect()->height();
@@ -731,14 +724,8 @@ void GradientView::fill() {
       if (rect) rect->axis(QCPAxis::atLeft)->setRange(plot_->yAxis->range());
     paint(map_b_, heat_bands(*b_, first, last, pixels), top99_);
     if (diff_ && map_d_)
-      paint(map_d_, heat_bands(diff_->difference, data_->rows, data_->cols,
-                               [a = data_, b = b_](std::int64_t from, std::int64_t n) {
-                                 auto x = a->read_rows(from, n);
-                                 auto const y = b->read_rows(from, n);
-                                 for (std::size_t i = 0; i < x.size(); ++i) x[i] -= y[i];
-                                 return x;
-                               },
-                               first, last, pixels),
+      paint(map_d_,
+            heat_bands(diff_->difference, data_->rows, data_->cols, difference_rows(data_, b_), first, last, pixels),
             top99_d_);
   }
   info_->setText(

@@ -16,20 +16,7 @@ constexpr float inf = std::numeric_limits<float>::infinity();
 // -0.0 is less than +0.0, so that the least and greatest do not depend on which
 // zero came first. NaN never reaches these (it is skipped).
 inline bool less(float a, float b) {
-  return a < b || (a == b && std::signbit(a) && !std::signbit(b));
-}
-
-inline std::int32_t key_of(float x) {  // integers in the order `less` gives
-  std::int32_t i;
-  std::memcpy(&i, &x, 4);
-  return i < 0 ? i ^ 0x7fffffff : i;
-}
-
-inline float float_of(std::int32_t key) {
-  std::int32_t const i = key < 0 ? key ^ 0x7fffffff : key;
-  float x;
-  std::memcpy(&x, &i, 4);
-  return x;
+  return summary_less(a, b);
 }
 
 std::string level_name(std::int64_t block_rows) {
@@ -84,13 +71,14 @@ void SummaryBuilder::merge(SummaryBuilder const& other) {
 std::vector<std::int32_t> SummaryBuilder::keys() const {
   std::vector<std::int32_t> k(3 * min_.size());
   for (std::size_t i = 0; i < min_.size(); ++i)
-    k[i] = key_of(min_[i]), k[min_.size() + i] = key_of(max_[i]), k[2 * min_.size() + i] = key_of(max_abs_[i]);
+    k[i] = order_key(min_[i]), k[min_.size() + i] = order_key(max_[i]), k[2 * min_.size() + i] = order_key(max_abs_[i]);
   return k;
 }
 
 void SummaryBuilder::set_keys(std::vector<std::int32_t> const& k) {
   for (std::size_t i = 0; i < min_.size(); ++i)
-    min_[i] = float_of(k[i]), max_[i] = float_of(k[min_.size() + i]), max_abs_[i] = float_of(k[2 * min_.size() + i]);
+    min_[i] = from_order_key(k[i]), max_[i] = from_order_key(k[min_.size() + i]),
+    max_abs_[i] = from_order_key(k[2 * min_.size() + i]);
 }
 
 Summary SummaryBuilder::finish() const {

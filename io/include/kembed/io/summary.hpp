@@ -8,11 +8,30 @@
 // the summary has the same bits however the rows were split (threads, MPI ranks):
 // NaN is left out, -0.0 counts as less than +0.0, and a block with no value that is
 // not NaN holds NaN.
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
 namespace kembed::io {
+
+// The order the summary's min and max use: the floats' order, with -0.0 below +0.0.
+inline bool summary_less(float a, float b) noexcept {
+  return a < b || (a == b && std::signbit(a) && !std::signbit(b));
+}
+// Integers in that order (NaN aside), and back: min and max reduce exactly as integers.
+inline std::int32_t order_key(float x) noexcept {
+  std::int32_t i;
+  std::memcpy(&i, &x, 4);
+  return i < 0 ? i ^ 0x7fffffff : i;
+}
+inline float from_order_key(std::int32_t key) noexcept {
+  std::int32_t const i = key < 0 ? key ^ 0x7fffffff : key;
+  float x;
+  std::memcpy(&x, &i, 4);
+  return x;
+}
 
 // The finest level has at most this many blocks, of at least summary_min_block_rows
 // rows (so that the summary of a small gradient is not larger than the gradient: a
