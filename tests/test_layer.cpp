@@ -378,22 +378,84 @@ TEST_F(Refusals, EveryRefusalOfTheContract) {
        [&] {
          Layer(v, d, FloatsRef(nullptr, Shape{v, d}));
        }},
-      {"max_norm", "max_norm", "max_norm is refused",
+      {"max_norm of 0", "max_norm", "max_norm must be a finite number > 0, got 0",
        [&] {
-         Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) { o.max_norm = 1.0; }));
+         Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) { o.max_norm = 0.0; }));
        }},
-      {"norm_type", "norm_type", "norm_type must be 2.0",
+      {"max_norm NaN", "max_norm", "max_norm must be a finite number > 0, got nan",
+       [&] {
+         Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) { o.max_norm = std::nan(""); }));
+       }},
+      {"norm_type 0", "norm_type", "norm_type must be > 0 (or inf), got 0",
+       [&] {
+         Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) {
+           o.max_norm = 1.0;
+           o.norm_type = 0.0;
+         }));
+       }},
+      {"norm_type without max_norm", "norm_type", "has no effect without max_norm",
        [&] {
          Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) { o.norm_type = 1.0; }));
        }},
-      {"scale_grad_by_freq", "scale_grad_by_freq", "scale_grad_by_freq=true is refused",
+      {"scale_grad_by_freq by name", "scale_grad_by_freq", "must be 'none', 'call' or 'batch', got 'yes'",
+       [&] { parse_freq_scale("yes"); }},
+      {"batch scaling without batch counts", "batch_counts", "give batch_counts",
        [&] {
-         Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) { o.scale_grad_by_freq = true; }));
+         Layer(v, d, FloatsRef(table.data(), Shape{v, d}),
+               with([](Options& o) { o.scale_grad_by_freq = FreqScale::batch; }))
+             .backward(IdsRef(ids), dy_ref());
        }},
-      {"sparse", "sparse", "sparse=true is refused",
+      {"batch counts without batch scaling", "batch_counts", "scale_grad_by_freq is 'call'",
        [&] {
-         Layer(v, d, FloatsRef(table.data(), Shape{v, d}), with([](Options& o) { o.sparse = true; }));
+         std::vector<std::int64_t> n(v, 4);
+         Layer(v, d, FloatsRef(table.data(), Shape{v, d}),
+               with([](Options& o) { o.scale_grad_by_freq = FreqScale::call; }))
+             .backward(IdsRef(ids), dy_ref(), carry_ref(), n.data());
        }},
+      {"batch counts below the call's", "batch_counts", "batch_counts[2] = 0 but this call's ids hold row 2 1 times",
+       [&] {
+         std::vector<std::int64_t> n{1, 1, 0, 1, 0, 0};
+         Layer(v, d, FloatsRef(table.data(), Shape{v, d}),
+               with([](Options& o) { o.scale_grad_by_freq = FreqScale::batch; }))
+             .backward(IdsRef(ids), dy_ref(), carry_ref(), n.data());
+       }},
+      {"sparse batch counts below the call's", "batch_counts", "batch_counts[3] = 0",
+       [&] {
+         std::vector<std::int64_t> n{1, 1, 1, 0, 0, 0};
+         Layer(v, d, FloatsRef(table.data(), Shape{v, d}),
+               with([](Options& o) { o.scale_grad_by_freq = FreqScale::batch; }))
+             .backward_sparse(IdsRef(ids), dy_ref(), nullptr, n.data());
+       }},
+      {"sparse carry rows not ascending", "carry", "carry.rows must be ascending and unique: rows[0] = 3, rows[1] = 3",
+       [&] {
+         SparseGradient c{v, d, {3, 3}, std::vector<float>(2 * d, 1.0f), {0, 0}};
+         layer.backward_sparse(IdsRef(ids), dy_ref(), &c);
+       }},
+      {"sparse carry row outside the table", "carry", "carry.rows[1] = 6 is outside [0, 6)",
+       [&] {
+         SparseGradient c{v, d, {1, 6}, std::vector<float>(2 * d, 1.0f), {0, 0}};
+         layer.backward_sparse(IdsRef(ids), dy_ref(), &c);
+       }},
+      {"sparse carry with NaN", "carry", "carry holds NaN at listed row 1, column 2",
+       [&] {
+         SparseGradient c{v, d, {1, 4}, std::vector<float>(2 * d, 1.0f), {0, 0}};
+         c.values[d + 2] = std::nanf("");
+         layer.backward_sparse(IdsRef(ids), dy_ref(), &c);
+       }},
+      {"sparse carry of another table", "carry", "carry is for a (6, 4) table, want (6, 3)",
+       [&] {
+         SparseGradient c{v, d + 1, {}, {}, {}};
+         layer.backward_sparse(IdsRef(ids), dy_ref(), &c);
+       }},
+      {"sparse carry values short", "carry", "carry lists 2 rows but holds 3 values",
+       [&] {
+         SparseGradient c{v, d, {1, 4}, std::vector<float>(3, 1.0f), {0, 0}};
+         layer.backward_sparse(IdsRef(ids), dy_ref(), &c);
+       }},
+      {"sparse: id at V", "ids", "ids holds 6 at position 1, outside [0, 6)",
+       [&] { layer.backward_sparse(IdsRef(high), dy_ref()); }},
+      {"sparse: inf in dy", "dy", "dy holds -inf at position 1, column 2",
+       [&] { layer.backward_sparse(IdsRef(ids), FloatsRef(bad_dy.data(), Shape{t, d})); }},
       {"table too large for int64", "weight", "does not fit in a signed 64-bit integer",
        [&] {
          Layer(std::int64_t{1} << 40, std::int64_t{1} << 40, FloatsRef(table.data(), Shape{v, d}));

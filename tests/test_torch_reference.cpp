@@ -19,21 +19,6 @@ struct TorchCase {
   std::vector<float> dy, grad;
 };
 
-std::vector<float> parse_hex(std::string const& line) {
-  std::istringstream in(line);
-  std::vector<float> out;
-  std::string word;
-  while (in >> word) out.push_back(test::from_bits(static_cast<std::uint32_t>(std::stoul(word, nullptr, 16))));
-  return out;
-}
-
-std::vector<std::int64_t> parse_ints(std::string const& line) {
-  std::istringstream in(line);
-  std::vector<std::int64_t> out;
-  for (std::int64_t x; in >> x;) out.push_back(x);
-  return out;
-}
-
 std::vector<TorchCase> load_cases() {
   std::ifstream file(KEMBED_TEST_DATA_DIR "/torch_reference.txt");
   std::vector<TorchCase> cases;
@@ -51,10 +36,10 @@ std::vector<TorchCase> load_cases() {
     std::getline(file, dy);
     std::getline(file, grad);
     std::getline(file, counts);
-    c.ids = parse_ints(ids);
-    c.dy = parse_hex(dy);
-    c.grad = parse_hex(grad);
-    c.counts = parse_ints(counts);
+    c.ids = test::parse_ints(ids);
+    c.dy = test::parse_hex(dy);
+    c.grad = test::parse_hex(grad);
+    c.counts = test::parse_ints(counts);
     EXPECT_EQ(std::int64_t(c.ids.size()), t) << c.name;
     EXPECT_EQ(std::int64_t(c.dy.size()), t * c.dim) << c.name;
     EXPECT_EQ(std::int64_t(c.grad.size()), c.rows * c.dim) << c.name;

@@ -2,6 +2,7 @@
 #include <kembed/core/options.hpp>
 #include <kembed/core/shape.hpp>
 
+#include <cmath>
 #include <sstream>
 
 namespace kembed {
@@ -32,6 +33,25 @@ std::string_view to_string(Mode mode) noexcept {
   return "?";
 }
 
+std::string_view to_string(FreqScale scale) noexcept {
+  switch (scale) {
+    case FreqScale::none:
+      return "none";
+    case FreqScale::call:
+      return "call";
+    case FreqScale::batch:
+      return "batch";
+  }
+  return "?";
+}
+
+FreqScale parse_freq_scale(std::string_view text) {
+  for (auto scale : {FreqScale::none, FreqScale::call, FreqScale::batch})
+    if (text == to_string(scale)) return scale;
+  throw InvalidArgument("scale_grad_by_freq",
+                        "scale_grad_by_freq must be 'none', 'call' or 'batch', got '" + std::string(text) + "'");
+}
+
 Plan parse_plan(std::string_view text) {
   for (auto plan : {Plan::scan, Plan::sort, Plan::bucket, Plan::automatic})
     if (text == to_string(plan)) return plan;
@@ -51,28 +71,32 @@ Config make_config(std::int64_t num_embeddings, std::int64_t embedding_dim, Opti
     throw InvalidArgument("embedding_dim", "embedding_dim must be at least 1, got " + std::to_string(embedding_dim));
   checked_mul(num_embeddings, embedding_dim, "weight");
   if (options.max_norm) {
-    throw Unsupported("max_norm",
-                      "max_norm is refused: torch renormalises the gathered rows of the table in place "
-                      "during the forward, a write to the table that the contract's forward never makes");
-  }
-  if (options.norm_type != 2.0) {
+    double const m = *options.max_norm;
+    if (!(m > 0) || !std::isfinite(m)) {
+      std::ostringstream msg;
+      msg << "max_norm must be a finite number > 0, got " << m;
+      throw InvalidArgument("max_norm", msg.str());
+    }
+    double const p = options.norm_type;
+    if (!(p > 0)) {  // NaN too
+      std::ostringstream msg;
+      msg << "norm_type must be > 0 (or inf), got " << p;
+      throw InvalidArgument("norm_type", msg.str());
+    }
+  } else if (options.norm_type != 2.0) {
     std::ostringstream msg;
-    msg << "norm_type must be 2.0 (it has no effect without max_norm, which is refused), got " << options.norm_type;
+    msg << "norm_type is " << options.norm_type << " but has no effect without max_norm; give max_norm too";
     throw InvalidArgument("norm_type", msg.str());
-  }
-  if (options.scale_grad_by_freq) {
-    throw Unsupported("scale_grad_by_freq",
-                      "scale_grad_by_freq=true is refused: the contract's backward is the plain ascending "
-                      "fold, with no division by the row's frequency");
-  }
-  if (options.sparse) {
-    throw Unsupported("sparse", "sparse=true is refused: the backward returns the dense (V, d) gradient only");
   }
   Config config;
   config.num_embeddings = num_embeddings;
   config.embedding_dim = embedding_dim;
   config.plan = options.plan;
   config.mode = options.mode;
+  config.max_norm = options.max_norm ? *options.max_norm : 0.0;
+  config.norm_type = options.norm_type;
+  config.scale_grad_by_freq = options.scale_grad_by_freq;
+  config.sparse = options.sparse;
   if (options.padding_idx) {
     auto pad = *options.padding_idx;
     if (pad < -num_embeddings || pad >= num_embeddings) {

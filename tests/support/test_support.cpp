@@ -146,4 +146,19 @@ std::vector<Batch> catalogue() {
   return out;
 }
 
+std::vector<float> parse_hex(std::string const& line) {
+  std::istringstream in(line);
+  std::vector<float> out;
+  std::string word;
+  while (in >> word) out.push_back(from_bits(static_cast<std::uint32_t>(std::stoul(word, nullptr, 16))));
+  return out;
+}
+
+std::vector<std::int64_t> parse_ints(std::string const& line) {
+  std::istringstream in(line);
+  std::vector<std::int64_t> out;
+  for (std::int64_t x; in >> x;) out.push_back(x);
+  return out;
+}
+
 }  // namespace kembed::test

@@ -60,6 +60,10 @@ inline float from_bits(std::uint32_t b) {
 ::testing::AssertionResult same_bits(std::vector<float> const& got, std::vector<float> const& want);
 ::testing::AssertionResult same_values(std::vector<std::int64_t> const& got, std::vector<std::int64_t> const& want);
 
+// Lines of the stored torch results: hexadecimal float bits, and integers.
+std::vector<float> parse_hex(std::string const& line);
+std::vector<std::int64_t> parse_ints(std::string const& line);
+
 // One input of the catalogue: ids (used as int32 when `as_int32`), dy, settings.
 struct Batch {
   std::string name;

@@ -10,15 +10,18 @@
 #include <kembed/core/arrays.hpp>
 #include <kembed/core/error.hpp>
 #include <kembed/core/options.hpp>
+#include <kembed/core/sparse.hpp>
 #include <kembed/core/validate.hpp>
 #include <kembed/detail/auto_plan.hpp>
 #include <kembed/detail/backward_bucket.hpp>
 #include <kembed/detail/backward_fast.hpp>
 #include <kembed/detail/backward_scan.hpp>
+#include <kembed/detail/backward_sparse.hpp>
 #include <kembed/detail/checks.hpp>
 #include <kembed/detail/fold.hpp>
 #include <kembed/detail/forward.hpp>
 #include <kembed/detail/memory.hpp>
+#include <kembed/detail/renorm.hpp>
 #include <kembed/detail/row_index.hpp>
 
 #include <cstdint>
@@ -49,6 +52,9 @@ class Embedding {
   using ids32_type = Kokkos::View<std::int32_t const*, memory_space>;
   using ids64_type = Kokkos::View<std::int64_t const*, memory_space>;
   using counts_type = Kokkos::View<std::int64_t*, memory_space>;
+  // scale_grad_by_freq=batch: each row's occurrences in the whole batch (V entries).
+  using batch_counts_type = Kokkos::View<std::int64_t const*, memory_space>;
+  using sparse_type = detail::SparseRows<memory_space>;
 
   // torch.nn.Embedding(num_embeddings, embedding_dim, ..., _weight): the table is
   // required (no random initialisation) and copied; later writes to the caller's
@@ -124,6 +130,9 @@ class Embedding {
   }
 
   // ---- forward: y[p, :] = weight[ids[p], :] ----------------------------------
+  // With max_norm the forward first renormalises the referenced rows of the layer's
+  // own table, as torch does: then it writes the table, and two forwards on one
+  // layer must not run at once.
   std::vector<float> forward(IdsRef const& ids) const {
     auto const t = check_ids_shape(ids.shape());
     std::vector<float> y(static_cast<std::size_t>(checked_mul(t, config_.embedding_dim, "y")));
@@ -144,8 +153,10 @@ class Embedding {
 
   // ---- backward: the dense (V, d) gradient -----------------------------------
   // `carry` (optional, shape (V, d)) is the gradient to continue from; it is not
-  // modified. Counts include the padding row's occurrences.
-  HostGradient backward(IdsRef const& ids, FloatsRef const& dy, FloatsRef const& carry = FloatsRef{}) const {
+  // modified. Counts include the padding row's occurrences. `batch_counts` (V
+  // entries) is required with scale_grad_by_freq=batch and refused otherwise.
+  HostGradient backward(IdsRef const& ids, FloatsRef const& dy, FloatsRef const& carry = FloatsRef{},
+                        std::int64_t const* batch_counts = nullptr) const {
     auto const t = check_dy_shape(ids.shape(), dy.shape, config_.embedding_dim);
     if (!dy.data) throw InvalidArgument("dy", "dy has no data (a null pointer)");
     auto const v = config_.num_embeddings, d = config_.embedding_dim;
@@ -160,10 +171,11 @@ class Embedding {
     auto const dy_d = Kokkos::create_mirror_view_and_copy(memory_space(), host_const_matrix(dy.data, t, d));
     const_matrix_type carry_d;
     if (has_carry) carry_d = Kokkos::create_mirror_view_and_copy(memory_space(), host_const_matrix(carry.data, v, d));
+    auto const batch_d = upload_batch_counts(batch_counts);
     auto const grad = detail::uninitialized_matrix(space_, "kembed::gradient", v, d);
     counts_type counts(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::counts"), v);
     with_device_ids(ids, [&](auto const& device_ids) {
-      backward(space_, device_ids, dy_d, grad, carry_d, counts);
+      backward(space_, device_ids, dy_d, grad, carry_d, counts, batch_d);
       Kokkos::deep_copy(space_, host_matrix(out.values.data(), v, d), grad);
       Kokkos::deep_copy(space_,
                         Kokkos::View<std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(out.counts.data(), v),
@@ -171,6 +183,60 @@ class Embedding {
       space_.fence();
     });
     return out;
+  }
+
+  // ---- backward_sparse: the rows the ids reference (and the carry's), coalesced ----
+  // Each listed row's values are bit for bit that row of backward()'s dense gradient
+  // with to_dense(carry) as its carry; unlisted rows are +0.0 there. Memory and time
+  // are O(T + listed rows x d), never O(V x d). The padding row is listed when
+  // referenced (+0.0, with its count). `carry` may be null.
+  SparseGradient backward_sparse(IdsRef const& ids, FloatsRef const& dy, SparseGradient const* carry = nullptr,
+                                 std::int64_t const* batch_counts = nullptr) const {
+    auto const t = check_dy_shape(ids.shape(), dy.shape, config_.embedding_dim);
+    if (!dy.data) throw InvalidArgument("dy", "dy has no data (a null pointer)");
+    auto const v = config_.num_embeddings, d = config_.embedding_dim;
+    if (carry) check_sparse("carry", *carry, v, d);
+    auto const dy_d = Kokkos::create_mirror_view_and_copy(memory_space(), host_const_matrix(dy.data, t, d));
+    sparse_type carry_d;
+    if (carry) {
+      auto const n = carry->size();
+      carry_d.rows = Kokkos::View<std::int64_t*, memory_space>(
+          Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::carry_rows"), n);
+      carry_d.values = detail::uninitialized_matrix(space_, "kembed::carry_values", n, d);
+      Kokkos::deep_copy(space_, carry_d.rows,
+                        Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                            carry->rows.data(), n));
+      Kokkos::deep_copy(space_, carry_d.values, host_const_matrix(carry->values.data(), n, d));
+    }
+    auto const batch_d = upload_batch_counts(batch_counts);
+    SparseGradient out;
+    out.num_embeddings = v;
+    out.embedding_dim = d;
+    with_device_ids(ids, [&](auto const& device_ids) {
+      auto const g = backward_sparse(space_, device_ids, dy_d, carry_d, batch_d);
+      auto const n = std::int64_t(g.rows.extent(0));
+      out.rows.resize(n);
+      out.values.resize(n * d);
+      out.counts.resize(n);
+      Kokkos::deep_copy(space_, Kokkos::View<std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(out.rows.data(), n),
+                        g.rows);
+      Kokkos::deep_copy(space_, host_matrix(out.values.data(), n, d), g.values);
+      Kokkos::deep_copy(space_,
+                        Kokkos::View<std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(out.counts.data(), n),
+                        g.counts);
+      space_.fence();
+    });
+    return out;
+  }
+  // In this space's memory: a new sparse gradient (the carry's views unchanged; an
+  // empty carry means none). On an error nothing is returned and nothing changes.
+  sparse_type backward_sparse(ExecutionSpace const& space, ids32_type const& ids, const_matrix_type const& dy,
+                              sparse_type const& carry = {}, batch_counts_type const& batch_counts = {}) const {
+    return backward_sparse_impl(space, ids, dy, carry, batch_counts);
+  }
+  sparse_type backward_sparse(ExecutionSpace const& space, ids64_type const& ids, const_matrix_type const& dy,
+                              sparse_type const& carry = {}, batch_counts_type const& batch_counts = {}) const {
+    return backward_sparse_impl(space, ids, dy, carry, batch_counts);
   }
 
   // View overloads. `grad` receives the result; it may be the same view as
@@ -181,12 +247,14 @@ class Embedding {
   // found while folding: then a `grad` that is not the carry holds unspecified
   // values (the carry, the table and the caller's inputs never change).
   void backward(ExecutionSpace const& space, ids32_type const& ids, const_matrix_type const& dy,
-                matrix_type const& grad, const_matrix_type const& carry = {}, counts_type const& counts = {}) const {
-    backward_impl(space, ids, dy, grad, carry, counts);
+                matrix_type const& grad, const_matrix_type const& carry = {}, counts_type const& counts = {},
+                batch_counts_type const& batch_counts = {}) const {
+    backward_impl(space, ids, dy, grad, carry, counts, batch_counts);
   }
   void backward(ExecutionSpace const& space, ids64_type const& ids, const_matrix_type const& dy,
-                matrix_type const& grad, const_matrix_type const& carry = {}, counts_type const& counts = {}) const {
-    backward_impl(space, ids, dy, grad, carry, counts);
+                matrix_type const& grad, const_matrix_type const& carry = {}, counts_type const& counts = {},
+                batch_counts_type const& batch_counts = {}) const {
+    backward_impl(space, ids, dy, grad, carry, counts, batch_counts);
   }
 
   // Occurrences of each row among the ids, without a gradient.
@@ -275,13 +343,73 @@ class Embedding {
     check_ids_shape(Shape{std::int64_t(ids.extent(0))});
     check_matrix("y", y, ids.extent(0), config_.embedding_dim, "ids.size(), embedding_dim");
     require_table();
+    if (config_.renormalises()) {
+      detail::check_ids(space, ids, config_.num_embeddings);  // before the table changes
+      detail::ScopedRegion region("kembed::renorm");
+      detail::renorm(space, ids, weight_, config_.max_norm, config_.norm_type);
+    }
     detail::ScopedRegion region("kembed::forward");
     detail::forward(space, ids, weight_, y);  // checks the ids first
   }
 
+  // Device copy of the host batch counts, checked against the option.
+  batch_counts_type upload_batch_counts(std::int64_t const* batch_counts) const {
+    if (!batch_counts) return {};
+    check_batch_option(true);
+    return Kokkos::create_mirror_view_and_copy(
+        memory_space(),
+        Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(batch_counts, config_.num_embeddings));
+  }
+
+  void check_batch_option(bool given) const {
+    bool const wanted = config_.scale_grad_by_freq == FreqScale::batch;
+    if (wanted && !given)
+      throw InvalidArgument("batch_counts", "scale_grad_by_freq is 'batch': give batch_counts, each row's "
+                                            "occurrences in the whole batch (V entries)");
+    if (!wanted && given)
+      throw InvalidArgument("batch_counts", "batch_counts given, but scale_grad_by_freq is '" +
+                                                std::string(to_string(config_.scale_grad_by_freq)) +
+                                                "'; they are for scale_grad_by_freq 'batch' only");
+  }
+
+  void check_batch_counts_view(batch_counts_type const& batch_counts) const {
+    check_batch_option(batch_counts.data() != nullptr);
+    if (batch_counts.data() != nullptr && std::int64_t(batch_counts.extent(0)) != config_.num_embeddings)
+      throw InvalidArgument("batch_counts", "batch_counts has " + std::to_string(batch_counts.extent(0)) +
+                                                " entries, want " + std::to_string(config_.num_embeddings) +
+                                                " (num_embeddings)");
+  }
+
+  detail::RowScale<memory_space> row_scale(batch_counts_type const& batch_counts) const {
+    detail::RowScale<memory_space> scale;
+    scale.kind = config_.scale_grad_by_freq;
+    scale.batch = batch_counts;
+    return scale;
+  }
+
+  template <class IdView>
+  sparse_type backward_sparse_impl(ExecutionSpace const& space, IdView const& ids, const_matrix_type const& dy,
+                                   sparse_type const& carry, batch_counts_type const& batch_counts) const {
+    auto const v = config_.num_embeddings, d = config_.embedding_dim;
+    std::int64_t const t = ids.extent(0);
+    check_ids_shape(Shape{t});
+    check_matrix("dy", dy, t, d, "ids.size(), embedding_dim");
+    check_batch_counts_view(batch_counts);
+    if (carry.values.data() != nullptr || carry.rows.data() != nullptr) detail::check_sparse_rows(space, carry, v, d, "carry");
+    detail::check_ids(space, ids, v);
+    detail::HostIsa const isa = detail::Tiles<ExecutionSpace>::host ? detail::host_isa() : detail::HostIsa::baseline;
+    detail::ScopedRegion region(config_.mode == Mode::deterministic ? "kembed::backward_sparse[deterministic]"
+                                                                    : "kembed::backward_sparse[identical]");
+    auto const result = detail::backward_sparse(space, ids, dy, carry, batch_counts, v, config_.padding_idx,
+                                                config_.mode, config_.scale_grad_by_freq, isa);
+    if (result.second) detail::check_finite(space, dy, "dy", "position");
+    return result.first;
+  }
+
   template <class IdView>
   void backward_impl(ExecutionSpace const& space, IdView const& ids, const_matrix_type const& dy,
-                     matrix_type const& grad, const_matrix_type const& carry, counts_type const& counts) const {
+                     matrix_type const& grad, const_matrix_type const& carry, counts_type const& counts,
+                     batch_counts_type const& batch_counts) const {
     auto const v = config_.num_embeddings, d = config_.embedding_dim;
     std::int64_t const t = ids.extent(0);
     // Every check runs before anything is written: bad input changes nothing.
@@ -294,6 +422,7 @@ class Embedding {
       throw InvalidArgument("counts", "counts has " + std::to_string(counts.extent(0)) + " entries, want " +
                                           std::to_string(v) + " (num_embeddings)");
     }
+    check_batch_counts_view(batch_counts);
     detail::check_ids(space, ids, v);
     // A carry given as `grad` itself continues this layer's own output, which may
     // hold +-inf where a sum overflowed; only a separate carry is checked.
@@ -309,15 +438,20 @@ class Embedding {
     // position in 40 bits: a larger batch (a terabyte of ids) sorts instead.
     Plan plan = config_.mode == Mode::identical ? plan_for(space, t) : Plan::sort;
     if (plan == Plan::bucket && t >= detail::bucket_max_positions) plan = Plan::sort;
+    // scale_grad_by_freq needs each row's count before its first term: the sort's
+    // index has it, so every plan (and mode fast) runs the sort's identical fold.
+    bool const scaled = config_.scales();
+    if (scaled) plan = Plan::sort;
+    Mode const mode = scaled && config_.mode == Mode::fast ? Mode::identical : config_.mode;
     // Which copy of the host folds runs (same bits either way); named for tools.
     // Mode fast has no copies, so no region (its KEMBED_HOST_ISA is still checked).
     // Devices have one copy, and no such region.
     detail::HostIsa const isa = detail::Tiles<ExecutionSpace>::host ? detail::host_isa() : detail::HostIsa::baseline;
     std::optional<detail::ScopedRegion> isa_region;
-    if (config_.mode != Mode::fast && detail::Tiles<ExecutionSpace>::host)
+    if (mode != Mode::fast && detail::Tiles<ExecutionSpace>::host)
       isa_region.emplace(std::string("kembed::host_isa[") + detail::name(isa) + "]");
     bool saw_non_finite = false;
-    if (config_.mode == Mode::fast) {
+    if (mode == Mode::fast) {
       detail::ScopedRegion region("kembed::backward[fast]");
       saw_non_finite = detail::backward_fast(space, ids, dy, carry, grad, counts, pad);
     } else if (plan == Plan::scan) {
@@ -328,11 +462,18 @@ class Embedding {
       detail::ScopedRegion region("kembed::backward[identical,bucket]");
       saw_non_finite = detail::backward_bucket(space, ids, dy, carry, grad, counts, pad, isa);
     } else {
-      detail::ScopedRegion region(config_.mode == Mode::identical ? "kembed::backward[identical,sort]"
-                                                                  : "kembed::backward[deterministic,sort]");
+      detail::ScopedRegion region(
+          mode == Mode::identical ? (scaled ? "kembed::backward[identical,sort,scale_grad_by_freq]"
+                                            : "kembed::backward[identical,sort]")
+                                  : (scaled ? "kembed::backward[deterministic,sort,scale_grad_by_freq]"
+                                            : "kembed::backward[deterministic,sort]"));
       auto const index = detail::build_row_index(space, ids, v);
-      saw_non_finite = config_.mode == Mode::identical ? detail::fold_identical(space, index, dy, carry, grad, pad, isa)
-                                                       : detail::fold_pairwise(space, index, dy, carry, grad, pad, isa);
+      if (config_.scale_grad_by_freq == FreqScale::batch)
+        detail::check_batch_counts(space, index.offsets, detail::IdentityRow{}, batch_counts, v);
+      auto const scale = row_scale(batch_counts);
+      saw_non_finite = mode == Mode::identical
+                           ? detail::fold_identical(space, index, dy, carry, grad, pad, isa, scale)
+                           : detail::fold_pairwise(space, index, dy, carry, grad, pad, isa, scale);
       if (counts.data() != nullptr) detail::counts_from_offsets(space, index.offsets, counts);
     }
     // grad (not the carry) then holds unspecified values, as documented.

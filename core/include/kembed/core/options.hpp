@@ -14,23 +14,32 @@ namespace kembed {
 enum class Plan { scan, sort, bucket, automatic };
 // What the backward promises about its bits (docs/DESIGN.md).
 enum class Mode { identical, deterministic, fast };
+// scale_grad_by_freq: each term of a row scaled by 1 / the row's count among this
+// call's ids (`call`, as torch) or among the whole batch's (`batch`, given to each
+// call, so that microbatches with a carry reproduce the unsplit gradient).
+enum class FreqScale { none, call, batch };
 
 // `auto` picks `sort` when V * T reaches this, else `scan` (CONTRACT.md, Plans).
 inline constexpr std::int64_t auto_sort_threshold = std::int64_t{1} << 26;
 
 std::string_view to_string(Plan plan) noexcept;  // "scan", "sort", "bucket", "auto"
 std::string_view to_string(Mode mode) noexcept;  // "identical", "deterministic", "fast"
+std::string_view to_string(FreqScale scale) noexcept;  // "none", "call", "batch"
 Plan parse_plan(std::string_view text);          // throws InvalidArgument naming "plan"
 Mode parse_mode(std::string_view text);          // throws InvalidArgument naming "mode"
+FreqScale parse_freq_scale(std::string_view text);  // throws InvalidArgument naming "scale_grad_by_freq"
 
 struct Options {
   std::optional<std::int64_t> padding_idx;  // negative counts from the end
   Plan plan = Plan::automatic;
   Mode mode = Mode::identical;
-  // Present for torch parity and refused until an issue implements them.
+  // As torch: the forward renormalises, in the layer's own table, each referenced
+  // row whose norm_type-norm exceeds max_norm (docs/CONTRACT.md, max_norm).
   std::optional<double> max_norm;
-  double norm_type = 2.0;
-  bool scale_grad_by_freq = false;
+  double norm_type = 2.0;  // > 0, or +inf; only with max_norm
+  FreqScale scale_grad_by_freq = FreqScale::none;
+  // The gradient's preferred form: row-sparse (rows, values). Embedding has both
+  // backward() and backward_sparse() either way; the batch job and files follow it.
   bool sparse = false;
 };
 
@@ -41,11 +50,17 @@ struct Config {
   std::int64_t padding_idx = -1;  // -1: no padding row
   Plan plan = Plan::automatic;
   Mode mode = Mode::identical;
+  double max_norm = 0;  // 0: no renormalisation (a given max_norm is > 0)
+  double norm_type = 2.0;
+  FreqScale scale_grad_by_freq = FreqScale::none;
+  bool sparse = false;
 
   bool has_padding() const noexcept { return padding_idx >= 0; }
+  bool renormalises() const noexcept { return max_norm > 0; }
+  bool scales() const noexcept { return scale_grad_by_freq != FreqScale::none; }
 };
 
-// Validates V, d and every option; throws InvalidArgument or Unsupported.
+// Validates V, d and every option; throws InvalidArgument.
 Config make_config(std::int64_t num_embeddings, std::int64_t embedding_dim, Options const& options);
 
 // The plan that runs for T positions: `automatic` resolved by V * T.

@@ -2,11 +2,29 @@
 // Plan `sort`'s second half: fold each row's positions in the order the row index
 // gives. Work is split over (row, column tile), so one hot row still spreads over
 // its column tiles; each (row, column) sum stays one thread's loop.
+#include <kembed/core/options.hpp>
 #include <kembed/detail/kernel_common.hpp>
 
+#include <cmath>
 #include <string>
 
 namespace kembed::detail {
+
+// scale_grad_by_freq in the folds: none, or s = float(1.0 / n) per row for its count
+// n, the row's positions in this call (`call`: its segment of the index) or the
+// whole batch's count (`batch`: given per row of the index). Identical mode folds
+// each term as one fused multiply-add, acc = fma(dy, s, acc) (torch's CPU backward,
+// measured); deterministic mode's terms are dy * s, each rounded.
+template <class MemorySpace>
+struct RowScale {
+  FreqScale kind = FreqScale::none;
+  Kokkos::View<std::int64_t const*, MemorySpace> batch;  // per row of the index, for `batch`
+  KOKKOS_INLINE_FUNCTION bool on() const { return kind != FreqScale::none; }
+  KOKKOS_INLINE_FUNCTION float of(std::int64_t r, std::int64_t segment) const {
+    double const n = kind == FreqScale::batch ? static_cast<double>(batch(r)) : static_cast<double>(segment);
+    return static_cast<float>(1.0 / n);
+  }
+};
 
 // The dy rows a fold reads are scattered (each row's positions, row after row), so
 // no hardware prefetcher predicts them: fetch the tile of the entry prefetch_rows
@@ -28,7 +46,8 @@ KOKKOS_INLINE_FUNCTION void prefetch_entry(Positions const& positions, Dy const&
 // was checked before the call and nothing is tested.
 template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad>
 bool fold_identical_host(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry,
-                         Grad const& grad, std::int64_t padding_idx, HostIsa isa) {
+                         Grad const& grad, std::int64_t padding_idx, HostIsa isa,
+                         RowScale<typename ExecutionSpace::memory_space> const& scale) {
   constexpr std::int64_t tile = Tiles<ExecutionSpace>::fold;
   std::int64_t const v = grad.extent(0);
   std::int64_t const d = grad.extent(1);
@@ -57,10 +76,19 @@ bool fold_identical_host(ExecutionSpace const& space, Index const& index, Dy con
         if (in_place && begin == end) return;  // already holds its carry
         float acc[tile];
         for (std::int64_t k = 0; k < n; ++k) acc[k] = has_carry ? carry(r, c0 + k) : 0.0f;
-        for (std::int64_t j = begin; j < end; ++j) {
-          std::int64_t const p = positions(j);
-          prefetch_entry(positions, dy, j, c0, n);
-          for (std::int64_t k = 0; k < n; ++k) acc[k] = acc[k] + dy(p, c0 + k);
+        if (scale.on() && end > begin) {
+          float const s = scale.of(r, end - begin);
+          for (std::int64_t j = begin; j < end; ++j) {
+            std::int64_t const p = positions(j);
+            prefetch_entry(positions, dy, j, c0, n);
+            for (std::int64_t k = 0; k < n; ++k) acc[k] = fma_rn(dy(p, c0 + k), s, acc[k]);
+          }
+        } else {
+          for (std::int64_t j = begin; j < end; ++j) {
+            std::int64_t const p = positions(j);
+            prefetch_entry(positions, dy, j, c0, n);
+            for (std::int64_t k = 0; k < n; ++k) acc[k] = acc[k] + dy(p, c0 + k);
+          }
         }
         for (std::int64_t k = 0; k < n; ++k) grad(r, c0 + k) = acc[k];
         if (!in_place && end > begin)  // a row without terms holds its (checked) carry
@@ -78,7 +106,8 @@ bool fold_identical_host(ExecutionSpace const& space, Index const& index, Dy con
 // as fold_identical does.
 template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad>
 bool fold_pairwise_host(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry,
-                        Grad const& grad, std::int64_t padding_idx, HostIsa isa) {
+                        Grad const& grad, std::int64_t padding_idx, HostIsa isa,
+                        RowScale<typename ExecutionSpace::memory_space> const& scale) {
   constexpr std::int64_t pairwise_tile = Tiles<ExecutionSpace>::pairwise;
   std::int64_t const v = grad.extent(0);
   std::int64_t const d = grad.extent(1);
@@ -107,11 +136,16 @@ bool fold_pairwise_host(ExecutionSpace const& space, Index const& index, Dy cons
         if (in_place && begin == end) return;  // already holds its carry
         float stack[64][pairwise_tile];
         int top = -1;
+        bool const scaled = scale.on() && end > begin;
+        float const s = scaled ? scale.of(r, end - begin) : 1.0f;
         for (std::int64_t j = begin; j < end; ++j) {
           std::int64_t const p = positions(j);
           prefetch_entry(positions, dy, j, c0, n);
           ++top;
-          for (std::int64_t k = 0; k < n; ++k) stack[top][k] = dy(p, c0 + k);
+          if (scaled)
+            for (std::int64_t k = 0; k < n; ++k) stack[top][k] = mul_rn(dy(p, c0 + k), s);
+          else
+            for (std::int64_t k = 0; k < n; ++k) stack[top][k] = dy(p, c0 + k);
           for (std::int64_t count = j - begin + 1; (count & 1) == 0; count >>= 1) {
             for (std::int64_t k = 0; k < n; ++k) stack[top - 1][k] = stack[top - 1][k] + stack[top][k];
             --top;
@@ -145,12 +179,17 @@ bool fold_pairwise_host(ExecutionSpace const& space, Index const& index, Dy cons
 // kernel runs with one of each, which is how the tests check it without a GPU.
 
 // One column's sum: base, then each term in ascending position order (identical).
+// `scaled`: each term is fma(dy, s, acc) (scale_grad_by_freq).
 struct AscendingSum {
   template <class Positions, class Dy>
   KOKKOS_INLINE_FUNCTION float operator()(Positions const& positions, Dy const& dy, std::int64_t begin,
-                                          std::int64_t end, std::int64_t c, float base) const {
+                                          std::int64_t end, std::int64_t c, float base, bool scaled,
+                                          float s) const {
     float acc = base;
-    for (std::int64_t j = begin; j < end; ++j) acc = acc + dy(positions(j), c);
+    if (scaled)
+      for (std::int64_t j = begin; j < end; ++j) acc = fma_rn(dy(positions(j), c), s, acc);
+    else
+      for (std::int64_t j = begin; j < end; ++j) acc = acc + dy(positions(j), c);
     return acc;
   }
 };
@@ -160,12 +199,14 @@ struct AscendingSum {
 struct PairwiseSum {
   template <class Positions, class Dy>
   KOKKOS_INLINE_FUNCTION float operator()(Positions const& positions, Dy const& dy, std::int64_t begin,
-                                          std::int64_t end, std::int64_t c, float base) const {
+                                          std::int64_t end, std::int64_t c, float base, bool scaled,
+                                          float s) const {
     if (begin == end) return base;
     float stack[64];
     int top = -1;
     for (std::int64_t j = begin; j < end; ++j) {
-      stack[++top] = dy(positions(j), c);
+      float const term = dy(positions(j), c);
+      stack[++top] = scaled ? mul_rn(term, s) : term;
       for (std::int64_t count = j - begin + 1; (count & 1) == 0; count >>= 1) {
         stack[top - 1] = stack[top - 1] + stack[top];
         --top;
@@ -193,7 +234,8 @@ TeamFoldShape team_fold_shape() {
 // Folds every (row, column) with `sum`; returns as fold_identical_host does.
 template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad, class Sum>
 bool fold_teams(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry, Grad const& grad,
-                std::int64_t padding_idx, TeamFoldShape const& shape, Sum const& sum, std::string const& label) {
+                std::int64_t padding_idx, TeamFoldShape const& shape, Sum const& sum, std::string const& label,
+                RowScale<typename ExecutionSpace::memory_space> const& scale = {}) {
   using memory_space = typename ExecutionSpace::memory_space;
   using Policy = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
   using Member = typename Policy::member_type;
@@ -230,7 +272,9 @@ bool fold_teams(ExecutionSpace const& space, Index const& index, Dy const& dy, C
               if (flag) Kokkos::atomic_fetch_or(&bad(), 1);
               return;
             }
-            float const total = sum(positions, dy, begin, end, c, has_carry ? carry(r, c) : 0.0f);
+            bool const scaled = scale.on() && end > begin;
+            float const total = sum(positions, dy, begin, end, c, has_carry ? carry(r, c) : 0.0f, scaled,
+                                    scaled ? scale.of(r, end - begin) : 1.0f);
             grad(r, c) = total;
             if (!in_place && end > begin && non_finite(total)) Kokkos::atomic_fetch_or(&bad(), 1);
           });
@@ -246,25 +290,27 @@ bool fold_teams(ExecutionSpace const& space, Index const& index, Dy const& dy, C
 // backends, the team shape on devices.
 template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad>
 bool fold_identical(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry, Grad const& grad,
-                    std::int64_t padding_idx, HostIsa isa) {
+                    std::int64_t padding_idx, HostIsa isa,
+                    RowScale<typename ExecutionSpace::memory_space> const& scale = {}) {
   if constexpr (Tiles<ExecutionSpace>::host) {
-    return fold_identical_host(space, index, dy, carry, grad, padding_idx, isa);
+    return fold_identical_host(space, index, dy, carry, grad, padding_idx, isa, scale);
   } else {
     (void)isa;
     return fold_teams(space, index, dy, carry, grad, padding_idx, team_fold_shape<ExecutionSpace>(), AscendingSum{},
-                      "kembed::backward_fold_teams");
+                      "kembed::backward_fold_teams", scale);
   }
 }
 
 template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad>
 bool fold_pairwise(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry, Grad const& grad,
-                   std::int64_t padding_idx, HostIsa isa) {
+                   std::int64_t padding_idx, HostIsa isa,
+                    RowScale<typename ExecutionSpace::memory_space> const& scale = {}) {
   if constexpr (Tiles<ExecutionSpace>::host) {
-    return fold_pairwise_host(space, index, dy, carry, grad, padding_idx, isa);
+    return fold_pairwise_host(space, index, dy, carry, grad, padding_idx, isa, scale);
   } else {
     (void)isa;
     return fold_teams(space, index, dy, carry, grad, padding_idx, team_fold_shape<ExecutionSpace>(), PairwiseSum{},
-                      "kembed::backward_fold_pairwise_teams");
+                      "kembed::backward_fold_pairwise_teams", scale);
   }
 }
 

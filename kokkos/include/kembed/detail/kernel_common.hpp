@@ -4,6 +4,7 @@
 #include <Kokkos_Core.hpp>
 #include <kembed/core/error.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -46,6 +47,23 @@ inline constexpr std::int64_t few_rows = 16 * 1024, many_positions = 64;
 inline std::int64_t fold_grab(std::int64_t rows, std::int64_t tiles, std::int64_t t) {
   return rows < few_rows && t / many_positions >= rows ? tiles : 16;
 }
+
+// Arithmetic with one rounding per operation on every backend: nvcc fuses a * b + c
+// into one fma unless told not to (C++ compilers here are, by -ffp-contract=off).
+// Used where the contract multiplies (scale_grad_by_freq, max_norm).
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+KOKKOS_INLINE_FUNCTION float fma_rn(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+KOKKOS_INLINE_FUNCTION float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+KOKKOS_INLINE_FUNCTION double dmul_rn(double a, double b) { return __dmul_rn(a, b); }
+KOKKOS_INLINE_FUNCTION double dadd_rn(double a, double b) { return __dadd_rn(a, b); }
+KOKKOS_INLINE_FUNCTION double dsqrt_rn(double a) { return __dsqrt_rn(a); }
+#else
+KOKKOS_INLINE_FUNCTION float fma_rn(float a, float b, float c) { return std::fma(a, b, c); }
+KOKKOS_INLINE_FUNCTION float mul_rn(float a, float b) { return a * b; }
+KOKKOS_INLINE_FUNCTION double dmul_rn(double a, double b) { return a * b; }
+KOKKOS_INLINE_FUNCTION double dadd_rn(double a, double b) { return a + b; }
+KOKKOS_INLINE_FUNCTION double dsqrt_rn(double a) { return std::sqrt(a); }
+#endif
 
 // x - x is +0 for every finite x and NaN for NaN and the infinities (no fast-math).
 template <class T>
