@@ -10,6 +10,15 @@
 
 namespace kembed::cli {
 
+// torch's other options as a table file stores them (make-table, import).
+struct TorchOptionArgs {
+  std::optional<double> max_norm;
+  std::string norm_type = "2";     // a number > 0, or inf
+  std::string scale = "none";      // --scale-grad-by-freq: none, call or batch
+  bool sparse = false;
+  void apply(Options& o) const;   // throws InvalidArgument naming the option
+};
+
 // The job's settings, with the plan and mode as the command line spells them.
 struct BackwardArgs : job::BackwardSettings {
   std::optional<std::string> plan_name, mode_name;
@@ -44,6 +53,7 @@ struct MakeTableArgs {
   std::uint64_t seed = 1;
   std::optional<std::int64_t> padding_idx;
   std::string plan = "auto", mode = "identical";
+  TorchOptionArgs torch;
 };
 
 struct ImportArgs {
@@ -52,6 +62,7 @@ struct ImportArgs {
   bool deflate = false;
   std::optional<std::int64_t> padding_idx;
   std::string plan = "auto", mode = "identical";
+  TorchOptionArgs torch;
 };
 
 // Backend-dependent commands, run on the execution space `Space`.

@@ -39,6 +39,7 @@ int import_table(ImportArgs const& a) {
   o.padding_idx = a.padding_idx;
   o.plan = parse_plan(a.plan);
   o.mode = parse_mode(a.mode);
+  a.torch.apply(o);
   auto const config = make_config(table.config.num_embeddings, table.config.embedding_dim, o);
   io::SaveOptions save;
   save.deflate = a.deflate;

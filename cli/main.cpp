@@ -83,6 +83,17 @@ int on_backend(std::string const& backend, std::optional<int> threads, F&& f) {
 // Not where OMP_PROC_BIND, OMP_PLACES or GOMP_CPU_AFFINITY are set: the runtime has
 // then already bound this thread to one place, the new image would inherit that
 // one-CPU mask and run one thread (seen with scripts/run.sh's spread binding).
+// torch's other options, stored in the table file a command writes.
+void add_torch_options(CLI::App* cmd, TorchOptionArgs& t) {
+  cmd->add_option("--max-norm", t.max_norm,
+                  "Renormalise each row a forward references whose norm exceeds this (torch's max_norm)");
+  cmd->add_option("--norm-type", t.norm_type, "The norm --max-norm uses: a number > 0, or inf")->capture_default_str();
+  cmd->add_option("--scale-grad-by-freq", t.scale,
+                  "Scale each gradient term by 1 / its row's count: none, call (per microbatch) or batch")
+      ->capture_default_str();
+  cmd->add_flag("--sparse", t.sparse, "Mark the table's gradient as row-sparse");
+}
+
 void prefer_passive_waiting(int argc, char** argv) {
 #ifdef KOKKOS_ENABLE_OPENMP
   for (char const* name : {"OMP_WAIT_POLICY", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"})
@@ -210,6 +221,7 @@ int main(int argc, char** argv) {
                               "(default: none)");
   make_table_cmd->add_option("--plan", mt.plan, "Plan stored in the file")->capture_default_str();
   make_table_cmd->add_option("--mode", mt.mode, "Numeric mode stored in the file")->capture_default_str();
+  add_torch_options(make_table_cmd, mt.torch);
 
   ImportArgs im;
   auto* import_cmd = app.add_subcommand(
@@ -225,6 +237,7 @@ int main(int argc, char** argv) {
   import_cmd->add_option("--plan", im.plan, "Plan stored in the file")->capture_default_str();
   import_cmd->add_option("--mode", im.mode, "Numeric mode stored in the file")->capture_default_str();
   import_cmd->add_flag("--deflate", im.deflate, "Compress the table file (shuffle + deflate)");
+  add_torch_options(import_cmd, im.torch);
 
   try {
     app.parse(argc, argv);

@@ -2,6 +2,8 @@
 // from a token stream (a text file of ids, repeated if asked) or a Zipf(1.1)
 // stream; dy is drawn from the seed. Both are written in blocks, crash-safely.
 #include "commands.hpp"
+
+#include <cstdlib>
 #include "console.hpp"
 
 #include <kembed/core/synthetic.hpp>
@@ -84,11 +86,22 @@ int make_batch(MakeBatchArgs const& a) {
   return Exit::ok;
 }
 
+void TorchOptionArgs::apply(Options& o) const {
+  o.max_norm = max_norm;
+  char* end = nullptr;
+  o.norm_type = std::strtod(norm_type.c_str(), &end);
+  if (norm_type.empty() || *end != '\0')
+    throw InvalidArgument("norm_type", "--norm-type must be a number > 0 or inf, got '" + norm_type + "'");
+  o.scale_grad_by_freq = parse_freq_scale(scale);
+  o.sparse = sparse;
+}
+
 int make_table(MakeTableArgs const& a) {
   Options o;
   o.padding_idx = a.padding_idx;
   o.plan = parse_plan(a.plan);
   o.mode = parse_mode(a.mode);
+  a.torch.apply(o);
   auto const config = make_config(a.rows, a.dim, o);
   auto const weight = synthetic::uniform_floats(a.rows * a.dim, a.seed);
   io::save_table(a.out, weight.data(), config);

@@ -133,6 +133,41 @@ TEST_F(Io, TableRoundTripsEverySettingBitForBit) {
   EXPECT_EQ(files().size(), std::size_t(k)) << "no temporary files left behind";
 }
 
+// torch's other options come back as saved; a file without them reads as before
+// (and is written byte for byte as before: the attributes appear only when set).
+TEST_F(Io, TableRoundTripsTorchsOtherOptions) {
+  std::int64_t const v = 40, d = 3;
+  auto const w = special_table(v, d);
+  int k = 0;
+  for (auto max_norm : {std::optional<double>{}, std::optional<double>{0.25}})
+    for (double p : {2.0, 1.0, std::numeric_limits<double>::infinity(), 0.5})
+      for (auto scale : {FreqScale::none, FreqScale::call, FreqScale::batch})
+        for (bool sparse : {false, true}) {
+          if (!max_norm && p != 2.0) continue;  // refused: norm_type needs max_norm
+          Options o;
+          o.max_norm = max_norm;
+          o.norm_type = p;
+          o.scale_grad_by_freq = scale;
+          o.sparse = sparse;
+          auto const c = make_config(v, d, o);
+          auto const path_k = path("o" + std::to_string(k++) + ".h5");
+          io::save_table(path_k, w.data(), c);
+          auto const t = io::load_table(path_k);
+          EXPECT_EQ(t.config.max_norm, c.max_norm);
+          EXPECT_EQ(t.config.norm_type, p);
+          EXPECT_EQ(t.config.scale_grad_by_freq, scale);
+          EXPECT_EQ(t.config.sparse, sparse);
+          EXPECT_TRUE(same_bits(t.weight, w));
+        }
+  auto const plain = path("plain.h5");
+  io::save_table(plain, w.data(), config(v, d));
+  hid_t const f = H5Fopen(plain.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  for (char const* name : {"max_norm", "norm_type", "scale_grad_by_freq", "sparse"})
+    EXPECT_EQ(H5Aexists(f, name), 0) << name << " written for a table without it";
+  H5Fclose(f);
+}
+
 TEST_F(Io, EmbeddingSaveAndLoad) {
   std::int64_t const v = 40, d = 6;
   auto const w = special_table(v, d);

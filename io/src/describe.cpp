@@ -44,7 +44,8 @@ std::string attribute_text(hid_t obj, char const* name) {
 std::vector<char const*> format_attributes(std::string const& format) {
   if (format == table_format)
     return {"format",        "kembed_version", "created_by", "num_embeddings",
-            "embedding_dim", "padding_idx",    "plan",       "numeric_mode"};
+            "embedding_dim", "padding_idx",    "plan",       "numeric_mode",
+            "max_norm",      "norm_type",      "scale_grad_by_freq", "sparse"};
   if (format == run_format)
     return {"format",          "kembed_version", "run_id",        "created",
             "backend",         "threads",        "ranks",         "plan",          "plan_used",

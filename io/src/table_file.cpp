@@ -17,6 +17,10 @@ Options options_of(Config const& config) {
   if (config.has_padding()) o.padding_idx = config.padding_idx;
   o.plan = config.plan;
   o.mode = config.mode;
+  if (config.renormalises()) o.max_norm = config.max_norm;
+  o.norm_type = config.norm_type;
+  o.scale_grad_by_freq = config.scale_grad_by_freq;
+  o.sparse = config.sparse;
   return o;
 }
 
@@ -40,6 +44,15 @@ OpenTable open_table(std::string const& path) {
   try {
     o.plan = parse_plan(detail::required_string(t.file, path, "plan"));
     o.mode = parse_mode(detail::required_string(t.file, path, "numeric_mode"));
+    // torch's other options: written only when set, so a file without them is as before.
+    o.max_norm = h5::read_double(t.file, "max_norm");
+    o.norm_type = h5::read_double(t.file, "norm_type").value_or(2.0);
+    if (auto scale = h5::read_string(t.file, "scale_grad_by_freq")) o.scale_grad_by_freq = parse_freq_scale(*scale);
+    if (auto sparse = h5::read_int64(t.file, "sparse")) {
+      if (*sparse != 0 && *sparse != 1)
+        throw FileError(path, "", "its attribute 'sparse' is " + std::to_string(*sparse) + "; want 0 or 1");
+      o.sparse = *sparse == 1;
+    }
     t.info.config = make_config(v, d, o);
   } catch (FileError const&) {
     throw;
@@ -95,6 +108,12 @@ void save_table(std::string const& path, float const* rows, std::int64_t first_r
     h5::write_int64(file, "padding_idx", checked.padding_idx);
     h5::write_string(file, "plan", std::string(to_string(checked.plan)));
     h5::write_string(file, "numeric_mode", std::string(to_string(checked.mode)));
+    if (checked.renormalises()) {
+      h5::write_double(file, "max_norm", checked.max_norm);
+      h5::write_double(file, "norm_type", checked.norm_type);
+    }
+    if (checked.scales()) h5::write_string(file, "scale_grad_by_freq", std::string(to_string(checked.scale_grad_by_freq)));
+    if (checked.sparse) h5::write_int64(file, "sparse", 1);
   };
   detail::write_slabs(path, "saving failed, the file is unchanged", header,
                       {detail::float_rows("weight", v, d, rows)},

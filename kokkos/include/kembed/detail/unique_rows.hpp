@@ -21,14 +21,6 @@ inline int unique_digit_bits(std::int64_t t) {
   return b < 8 ? 8 : b > 16 ? 16 : b;
 }
 
-// The row of entry i of the sorted order.
-template <class IdView, class Order>
-struct RowAt {
-  IdView ids;
-  Order order;
-  KOKKOS_INLINE_FUNCTION std::int64_t operator()(std::int64_t i) const { return static_cast<std::int64_t>(ids(order(i))); }
-};
-
 template <class ExecutionSpace, class IdView>
 UniqueRows<typename ExecutionSpace::memory_space> unique_rows(ExecutionSpace const& space, IdView const& ids,
                                                               std::int64_t v) {
@@ -46,7 +38,12 @@ UniqueRows<typename ExecutionSpace::memory_space> unique_rows(ExecutionSpace con
     RadixPass<IdView, Index> const pass{ids, order, shift == 0, shift, digits - 1};
     order = counting_sort<std::int64_t>(space, t, digits, chunks, pass, pass, "kembed::unique_rows::radix").values;
   }
-  RowAt<IdView, Index> const row_at{ids, order};
+  // The rows in sorted order, gathered once: the passes below then read them in
+  // sequence instead of through two random lookups each.
+  Index const row_at(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kembed::unique_rows::sorted"), t);
+  Kokkos::parallel_for(
+      "kembed::unique_rows::gather", Range<ExecutionSpace>(space, 0, t),
+      KOKKOS_LAMBDA(std::int64_t i) { row_at(i) = static_cast<std::int64_t>(ids(order(i))); });
   std::int64_t u = 0;
   Kokkos::parallel_reduce(
       "kembed::unique_rows::count", Range<ExecutionSpace>(space, 0, t),

@@ -65,6 +65,21 @@ class BackwardJob {
     if (s_.padding_idx) options.padding_idx = s_.padding_idx;
     if (s_.plan) options.plan = *s_.plan;
     if (s_.mode) options.mode = *s_.mode;
+    // The library has both; the job's run files, checkpoints and MPI ranks do not yet.
+    if (table.config.scales())
+      together([&] {
+        throw Unsupported("scale_grad_by_freq",
+                          s_.table + " asks for scale_grad_by_freq=" +
+                              std::string(to_string(table.config.scale_grad_by_freq)) +
+                              ", which kembed backward does not run yet (Embedding::backward does); make the table "
+                              "without --scale-grad-by-freq");
+      });
+    if (table.config.sparse)
+      together([&] {
+        throw Unsupported("sparse", s_.table +
+                                        " asks for a row-sparse gradient, which kembed backward does not write yet "
+                                        "(Embedding::backward_sparse does); make the table without --sparse");
+      });
     auto const v = table.config.num_embeddings, d = table.config.embedding_dim;
     std::optional<Layer> layer;
     together([&] { layer.emplace(team_, space_, v, d, options); });

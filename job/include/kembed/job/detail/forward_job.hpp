@@ -40,7 +40,15 @@ ForwardReport run_forward(Space const& space, ForwardSettings const& s, Observer
   auto t0 = clock::now();
   auto table = io::load_table(s.table);
   auto const v = table.config.num_embeddings, d = table.config.embedding_dim;
-  Embedding<Space> layer(space, v, d, FloatsRef(table.weight.data(), Shape{v, d}));
+  // The table's max_norm applies (each microbatch is one forward call, which
+  // renormalises the rows it references, as torch's forward does); the other
+  // settings do not change a forward.
+  Options options;
+  if (table.config.renormalises()) {
+    options.max_norm = table.config.max_norm;
+    options.norm_type = table.config.norm_type;
+  }
+  Embedding<Space> layer(space, v, d, FloatsRef(table.weight.data(), Shape{v, d}), options);
   table.weight = {};
   report.read_table_seconds = seconds(t0);
   io::BatchReader ids(s.ids, false, s.ids_dataset);
