@@ -34,6 +34,7 @@ job::BackwardSettings settings_of(BackwardArgs const& a) {
   job::BackwardSettings s = a;
   if (a.plan_name) s.plan = parse_plan(*a.plan_name);
   if (a.mode_name) s.mode = parse_mode(*a.mode_name);
+  if (a.scale_name) s.scale_grad_by_freq = parse_freq_scale(*a.scale_name);
   return s;
 }
 

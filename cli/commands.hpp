@@ -21,7 +21,7 @@ struct TorchOptionArgs {
 
 // The job's settings, with the plan and mode as the command line spells them.
 struct BackwardArgs : job::BackwardSettings {
-  std::optional<std::string> plan_name, mode_name;
+  std::optional<std::string> plan_name, mode_name, scale_name;
 };
 
 struct ForwardArgs {

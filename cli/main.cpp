@@ -166,6 +166,11 @@ int main(int argc, char** argv) {
                                        "Padding row as torch takes it: negative counts from the end, -1 is row V-1 "
                                        "(default: the table file's)");
   backward->add_flag("--no-padding", bw.no_padding, "No padding row, whatever the table file says")->excludes(padding);
+  auto* scale_option = backward->add_option(
+      "--scale-grad-by-freq", bw.scale_name,
+      "[call|batch|none] Scale each term by 1 / its row's count: in its microbatch (call, as torch; the "
+      "default when given alone) or in the whole batch (batch); none turns it off. Default: the table file's");
+  scale_option->expected(0, 1);
   backward->add_option("--ids-dataset", bw.ids_dataset, "Dataset of ids in the batch file")->capture_default_str();
   backward->add_option("--dy-dataset", bw.dy_dataset, "Dataset of dy in the batch file")->capture_default_str();
   backward->add_option("--checkpoint-every", bw.checkpoint_every, "Write a checkpoint every N positions (0: never)")
@@ -241,6 +246,7 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+    if (scale_option->count() > 0 && (!bw.scale_name || bw.scale_name->empty())) bw.scale_name = "call";
   } catch (CLI::ParseError const& e) {
     int const code = app.exit(e);  // prints help or the parse error
     return code == 0 ? Exit::ok : Exit::bad_input;

@@ -50,13 +50,13 @@ std::vector<char const*> format_attributes(std::string const& format) {
     return {"format",          "kembed_version", "run_id",        "created",
             "backend",         "threads",        "ranks",         "plan",          "plan_used",
             "numeric_mode",    "padding_idx",    "positions",     "microbatches",
-            "microbatch_size", "num_embeddings", "embedding_dim", "gradient_sha256"};
+            "microbatch_size", "num_embeddings", "embedding_dim", "gradient_sha256", "scale_grad_by_freq"};
   if (format == batch_format) return {"format", "kembed_version", "created_by", "num_embeddings", "source", "seed"};
   if (format == forward_format) return {"format", "kembed_version", "created_by", "table_sha256", "ids_sha256"};
   if (format == checkpoint_format)
     return {"format",          "kembed_version",  "job_id",         "position",     "microbatches",
             "microbatch_size", "table_sha256",    "batch_sha256",   "plan",         "numeric_mode",
-            "padding_idx",     "elapsed_seconds", "num_embeddings", "embedding_dim"};
+            "padding_idx",     "elapsed_seconds", "num_embeddings", "embedding_dim", "scale_grad_by_freq"};
   return {};
 }
 

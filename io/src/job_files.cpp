@@ -190,6 +190,7 @@ void write_checkpoint(std::string const& path, Checkpoint const& c, RowSlab cons
     h5::write_string(root, "batch_sha256", c.batch_sha256);
     h5::write_string(root, "plan", c.plan);
     h5::write_string(root, "numeric_mode", c.numeric_mode);
+    if (c.scale_grad_by_freq != "none") h5::write_string(root, "scale_grad_by_freq", c.scale_grad_by_freq);
     h5::write_int64(root, "padding_idx", c.padding_idx);
     h5::write_double(root, "elapsed_seconds", c.elapsed_seconds);
     h5::write_int64(root, "num_embeddings", c.rows);
@@ -214,6 +215,7 @@ Checkpoint read_checkpoint(std::string const& path, bool with_data, std::int64_t
     c.batch_sha256 = detail::required_string(file, path, "batch_sha256");
     c.plan = detail::required_string(file, path, "plan");
     c.numeric_mode = detail::required_string(file, path, "numeric_mode");
+    c.scale_grad_by_freq = h5::read_string(file, "scale_grad_by_freq").value_or("none");
     c.padding_idx = detail::required_int64(file, path, "padding_idx");
     c.elapsed_seconds = h5::read_double(file, "elapsed_seconds").value_or(0.0);
     c.rows = detail::required_int64(file, path, "num_embeddings");

@@ -151,6 +151,7 @@ void write_run_slabs(std::string const& path, RunFile const& given, RowSlab cons
     h5::write_string(file, "plan", run.plan);
     h5::write_string(file, "plan_used", run.plan_used);
     h5::write_string(file, "numeric_mode", run.numeric_mode);
+    if (run.scale_grad_by_freq != "none") h5::write_string(file, "scale_grad_by_freq", run.scale_grad_by_freq);
     h5::write_int64(file, "padding_idx", run.padding_idx);
     h5::write_int64(file, "positions", run.positions);
     h5::write_int64(file, "microbatches", run.microbatches);
@@ -223,6 +224,7 @@ RunFile read_run(std::string const& path, bool with_gradient, bool verify) {
     run.plan = str("plan");
     run.plan_used = str("plan_used");
     run.numeric_mode = str("numeric_mode");
+    run.scale_grad_by_freq = h5::read_string(file, "scale_grad_by_freq").value_or("none");
     run.padding_idx = num("padding_idx");
     run.positions = num("positions");
     run.microbatches = num("microbatches");

@@ -99,7 +99,8 @@ std::string remove_own_checkpoint(std::string const& path, std::string const& jo
 
 void check_resumable(io::Checkpoint const& c, std::string const& path, io::InputIdentity const& table,
                      io::InputIdentity const& batch, std::int64_t rows, std::int64_t cols, std::string const& mode,
-                     std::int64_t padding_idx, std::int64_t microbatch, std::int64_t positions) {
+                     std::int64_t padding_idx, std::int64_t microbatch, std::int64_t positions,
+                     std::string const& scale) {
   auto mismatch = [&](std::string const& what) {
     throw io::FileError(path, "",
                         "belongs to another job (" + what + "); remove it, or give this job another --checkpoint path");
@@ -108,10 +109,14 @@ void check_resumable(io::Checkpoint const& c, std::string const& path, io::Input
   if (c.batch_sha256 != batch.sha256) mismatch("its batch's SHA-256 differs from " + batch.path + "'s");
   if (c.rows != rows || c.cols != cols) mismatch("its gradient has another shape");
   if (c.numeric_mode != mode) mismatch("it ran in mode " + c.numeric_mode + ", this job in " + mode);
+  if (c.scale_grad_by_freq != scale)
+    mismatch("it ran with scale_grad_by_freq " + c.scale_grad_by_freq + ", this job with " + scale);
   if (c.padding_idx != padding_idx) mismatch("its padding_idx differs");
   // The identical fold does not depend on the split; the deterministic tree does.
   if (mode != "identical" && c.microbatch_size != microbatch)
     mismatch("mode " + mode + " needs the same --microbatch (" + std::to_string(c.microbatch_size) + ")");
+  if (scale == "call" && c.microbatch_size != microbatch)
+    mismatch("scale_grad_by_freq call needs the same --microbatch (" + std::to_string(c.microbatch_size) + ")");
   if (c.position < 0 || c.position > positions) mismatch("its position is beyond the batch");
 }
 
@@ -122,6 +127,7 @@ std::string settings_json(BackwardSettings const& s, Config const& c, std::strin
          ", \"dy_dataset\": " + q(s.dy_dataset) + ", \"out\": " + q(s.out) +
          ", \"microbatch\": " + std::to_string(s.microbatch) + ", \"plan\": " + q(std::string(to_string(c.plan))) +
          ", \"numeric_mode\": " + q(std::string(to_string(c.mode))) +
+         ", \"scale_grad_by_freq\": " + q(std::string(to_string(c.scale_grad_by_freq))) +
          ", \"padding_idx\": " + std::to_string(c.padding_idx) + ", \"backend\": " + q(backend) +
          ", \"threads\": " + std::to_string(threads) + ", \"ranks\": " + std::to_string(ranks) +
          ", \"checkpoint_every\": " + std::to_string(s.checkpoint_every) +

@@ -56,6 +56,12 @@ for plan in scan sort bucket auto; do
 done
 compare zipf-nopad --table t1001.h5 --batch zipf.h5 --no-padding
 compare zipf-pad-last --table t1001.h5 --batch zipf.h5 --padding-idx -1
+# scale_grad_by_freq: per call (each microbatch's counts, every rank's positions of
+# it) and per batch (a first pass, counts summed to the rows' owners).
+for mb in 7 4096; do
+  compare "zipf-scale-call-$mb" --table t1001.h5 --batch zipf.h5 --scale-grad-by-freq call --microbatch "$mb"
+  compare "zipf-scale-batch-$mb" --table t1001.h5 --batch zipf.h5 --scale-grad-by-freq batch --microbatch "$mb"
+done
 for mb in 1 7 4096; do
   compare "zipf-det-$mb" --table t1001.h5 --batch zipf.h5 --mode deterministic --microbatch "$mb"
 done

@@ -94,6 +94,7 @@ struct Checkpoint {
   std::int64_t microbatch_size = 0;
   std::string table_sha256, batch_sha256;
   std::string plan, numeric_mode;
+  std::string scale_grad_by_freq = "none";
   std::int64_t padding_idx = -1;
   double elapsed_seconds = 0;
   std::int64_t rows = 0, cols = 0;

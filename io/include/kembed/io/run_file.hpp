@@ -40,6 +40,7 @@ struct RunFile {
   std::string plan;       // as requested ("auto") ...
   std::string plan_used;  // ... and as run ("scan")
   std::string numeric_mode;
+  std::string scale_grad_by_freq = "none";  // "call" or "batch" when the terms were scaled
   std::int64_t padding_idx = -1;
   std::int64_t positions = 0;
   std::int64_t microbatches = 0;

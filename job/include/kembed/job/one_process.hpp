@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <exception>
 #include <string>
+#include <vector>
 
 namespace kembed::io {
 struct Collective;
@@ -27,12 +28,17 @@ class OneProcess {
   std::string broadcast(std::string const& text) const { return text; }
   std::int64_t sum(std::int64_t value) const { return value; }
   std::string sha256_in_rank_order(void const* mine, std::size_t bytes) const { return io::sha256_hex(mine, bytes); }
+  // Per-row counts of every rank's positions (V entries each), summed: this rank's rows.
+  std::vector<std::int64_t> sum_rows(std::vector<std::int64_t> counts, std::int64_t, std::int64_t) const {
+    return counts;
+  }
 
   // The backward of a whole table's rows, on positions this process read.
   template <class ExecutionSpace>
   class Layer {
    public:
     using matrix_type = typename Embedding<ExecutionSpace>::matrix_type;
+    using batch_counts_type = typename Embedding<ExecutionSpace>::batch_counts_type;
     Layer(OneProcess const&, ExecutionSpace const& space, std::int64_t rows, std::int64_t cols,
           Options const& options)
         : layer_(Embedding<ExecutionSpace>::backward_only(space, rows, cols, options)) {}
@@ -43,15 +49,17 @@ class OneProcess {
     std::int64_t first_row() const noexcept { return 0; }
     std::int64_t row_count() const noexcept { return layer_.num_embeddings(); }
     // Folds positions (ids, dy n x d, host) into `grad`, continuing it; adds each
-    // row's occurrences to `tally`.
+    // row's occurrences to `tally`. `batch_counts`: this rank's rows' whole-batch
+    // counts, for scale_grad_by_freq=batch (else empty).
     void backward(ExecutionSpace const& space, std::int64_t const* ids, float const* dy, std::int64_t n,
-                  matrix_type const& grad, std::int64_t* tally) const {
+                  matrix_type const& grad, std::int64_t* tally,
+                  batch_counts_type const& batch_counts) const {
       using memory = typename ExecutionSpace::memory_space;
       Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> ids_h(ids, n);
       Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> dy_h(
           dy, n, layer_.embedding_dim());
       layer_.backward(space, Kokkos::create_mirror_view_and_copy(memory(), ids_h),
-                      Kokkos::create_mirror_view_and_copy(memory(), dy_h), grad, grad);
+                      Kokkos::create_mirror_view_and_copy(memory(), dy_h), grad, grad, {}, batch_counts);
       for (std::int64_t p = 0; p < n; ++p) ++tally[ids[p]];
     }
 

@@ -17,6 +17,7 @@ struct BackwardSettings {
   std::int64_t microbatch = 65536;
   std::optional<Plan> plan;                 // default: the table file's
   std::optional<Mode> mode;                 // default: the table file's
+  std::optional<FreqScale> scale_grad_by_freq;  // default: the table file's
   std::optional<std::int64_t> padding_idx;  // overrides the table file's
   bool no_padding = false;
   std::int64_t checkpoint_every = 0;  // positions; 0: no checkpoints

@@ -74,6 +74,7 @@ class ShardedEmbedding {
   using memory_space = typename Local::memory_space;
   using matrix_type = typename Local::matrix_type;
   using counts_type = typename Local::counts_type;
+  using batch_counts_type = typename Local::batch_counts_type;
 
   // Collective. `local_rows` holds this rank's rows of the (V, d) table
   // (rows_of(V, ranks, rank)), row-major. Options are the one-process layer's; the
@@ -156,8 +157,11 @@ class ShardedEmbedding {
   // of its rows' occurrences added. Ids out of range or non-finite dy on any rank stop
   // every rank with the one-process error, naming the position within this call's
   // batch (the ranks' slabs in rank order); nothing is written.
+  // `batch_counts` (this rank's rows, in the space's memory) is for
+  // scale_grad_by_freq=batch, as Embedding::backward's.
   void backward(IdsRef const& ids, FloatsRef const& dy, matrix_type const& grad, bool accumulate,
-                counts_type const& counts = {}, std::int64_t* tally = nullptr) const {
+                counts_type const& counts = {}, std::int64_t* tally = nullptr,
+                batch_counts_type const& batch_counts = {}) const {
     auto const d = config_.embedding_dim;
     std::string error;
     std::int64_t t = 0;
@@ -194,7 +198,8 @@ class ShardedEmbedding {
     if (tally)
       for (auto const id : recv_ids) ++tally[id - rows_.begin];
     try {
-      if (layer_) fold(recv_ids, recv_dy, received, grad, accumulate, counts);  // a rank without rows gets nothing
+      // A rank without rows gets nothing.
+      if (layer_) fold(recv_ids, recv_dy, received, grad, accumulate, counts, batch_counts);
     } catch (Error const& e) {
       error = std::string(e.what()).substr(8);
     }
@@ -297,7 +302,8 @@ class ShardedEmbedding {
 
   // The owner's part: what it received, in ascending global position order per row.
   void fold(std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy, std::int64_t received,
-            matrix_type const& grad, bool accumulate, counts_type const& counts) const {
+            matrix_type const& grad, bool accumulate, counts_type const& counts,
+            batch_counts_type const& batch_counts) const {
     auto const d = config_.embedding_dim;
     if (received == 0) {  // no term for this rank's rows in this call
       if (!accumulate) Kokkos::deep_copy(space_, grad, 0.0f);
@@ -314,7 +320,7 @@ class ShardedEmbedding {
     typename Local::const_matrix_type const dy_d = Kokkos::create_mirror_view_and_copy(memory_space(), dy_h);
     layer_->backward(space_, ids_d, dy_d, grad,
                      accumulate ? typename Local::const_matrix_type(grad) : typename Local::const_matrix_type(),
-                     counts);
+                     counts, batch_counts);
     space_.fence();
   }
 

@@ -55,6 +55,24 @@ class Team {
     return total;
   }
 
+  // Per-row counts of each rank's positions (V entries on every rank), summed over
+  // the ranks: returns this rank's rows [first_row, first_row + rows) of the sum.
+  std::vector<std::int64_t> sum_rows(std::vector<std::int64_t> const& counts, std::int64_t first_row,
+                                     std::int64_t rows) const {
+    std::int64_t const v = static_cast<std::int64_t>(counts.size());
+    std::vector<int> each(static_cast<std::size_t>(size_));
+    for (int r = 0; r < size_; ++r) {
+      auto const n = rows_of(v, size_, r).size();
+      if (n > INT_MAX) throw InvalidArgument("num_embeddings", "a rank's rows exceed MPI's int counts");
+      each[std::size_t(r)] = static_cast<int>(n);
+    }
+    std::vector<std::int64_t> mine(static_cast<std::size_t>(rows));
+    (void)first_row;  // rows_of gives the same split, in rank order
+    detail::check(MPI_Reduce_scatter(counts.data(), mine.data(), each.data(), MPI_INT64_T, MPI_SUM, comm()),
+                  "MPI_Reduce_scatter");
+    return mine;
+  }
+
   std::string broadcast(std::string text, int root = 0) const {
     long long length = static_cast<long long>(text.size());
     detail::check(MPI_Bcast(&length, 1, MPI_LONG_LONG, root, comm()), "MPI_Bcast");
@@ -101,6 +119,7 @@ class Team {
   class Layer {
    public:
     using matrix_type = typename ShardedEmbedding<ExecutionSpace>::matrix_type;
+    using batch_counts_type = typename ShardedEmbedding<ExecutionSpace>::batch_counts_type;
     Layer(Team const& team, ExecutionSpace const& space, std::int64_t rows, std::int64_t cols,
           Options const& options)
         : sharded_(ShardedEmbedding<ExecutionSpace>::backward_only(team.comm(), space, rows, cols, options)) {}
@@ -113,9 +132,10 @@ class Team {
     // Collective: each rank's positions go to their rows' owners, which fold them
     // into `grad` (continuing it) and add their rows' occurrences to `tally`.
     void backward(ExecutionSpace const&, std::int64_t const* ids, float const* dy, std::int64_t n,
-                  matrix_type const& grad, std::int64_t* tally) const {
+                  matrix_type const& grad, std::int64_t* tally,
+                  batch_counts_type const& batch_counts) const {
       auto const d = config().embedding_dim;
-      sharded_.backward(IdsRef(ids, Shape{n}), FloatsRef(dy, Shape{n, d}), grad, true, {}, tally);
+      sharded_.backward(IdsRef(ids, Shape{n}), FloatsRef(dy, Shape{n, d}), grad, true, {}, tally, batch_counts);
     }
 
    private:

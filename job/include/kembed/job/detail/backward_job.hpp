@@ -65,15 +65,8 @@ class BackwardJob {
     if (s_.padding_idx) options.padding_idx = s_.padding_idx;
     if (s_.plan) options.plan = *s_.plan;
     if (s_.mode) options.mode = *s_.mode;
-    // The library has both; the job's run files, checkpoints and MPI ranks do not yet.
-    if (table.config.scales())
-      together([&] {
-        throw Unsupported("scale_grad_by_freq",
-                          s_.table + " asks for scale_grad_by_freq=" +
-                              std::string(to_string(table.config.scale_grad_by_freq)) +
-                              ", which kembed backward does not run yet (Embedding::backward does); make the table "
-                              "without --scale-grad-by-freq");
-      });
+    options.scale_grad_by_freq = s_.scale_grad_by_freq.value_or(table.config.scale_grad_by_freq);
+    // The library has it; the job's run files, checkpoints and MPI ranks do not yet.
     if (table.config.sparse)
       together([&] {
         throw Unsupported("sparse", s_.table +
@@ -133,6 +126,8 @@ class BackwardJob {
     std::string const plan = std::string(to_string(layer->config().plan));
     std::int64_t const padding = layer->config().padding_idx;
     std::int64_t const first_row = layer->first_row(), rows = layer->row_count();
+    FreqScale const scale = layer->config().scale_grad_by_freq;
+    std::string const scale_name(to_string(scale));
 
     // The gradient (this rank's rows) starts at +0.0 and every call continues it in place.
     matrix_type grad("kembed::job::gradient", rows, d);
@@ -143,7 +138,7 @@ class BackwardJob {
       hashed();
       together([&] {
         auto ckpt = io::read_checkpoint(checkpoint_path, true, first_row, rows);
-        check_resumable(ckpt, checkpoint_path, table_id, batch_id, v, d, mode, padding, s_.microbatch, t);
+        check_resumable(ckpt, checkpoint_path, table_id, batch_id, v, d, mode, padding, s_.microbatch, t, scale_name);
         Kokkos::deep_copy(grad, host_matrix(ckpt.gradient.data(), rows, d));
         counts = std::move(ckpt.counts);
         if (!ckpt.job_id.empty()) job_id = ckpt.job_id;  // the same job, continued
@@ -157,6 +152,10 @@ class BackwardJob {
       log("kembed backward: no checkpoint at " + checkpoint_path + "; starting from the beginning");
     }
     std::int64_t const resumed_from = position;
+    // scale_grad_by_freq=batch: each row's count in the whole batch, from a first
+    // pass over the ids alone (each rank its part, summed to the rows' owners).
+    typename Layer::batch_counts_type batch_counts;
+    if (scale == FreqScale::batch) batch_counts = count_batch(*batch, t, v, first_row, rows);
 
     // Blocks of at least 64 Ki positions are read at once (each rank its part), and
     // cut into calls on microbatch boundaries.
@@ -212,13 +211,15 @@ class BackwardJob {
       // In mode deterministic each row's tree depends on the split, so --microbatch
       // (a range of global positions) is the size of each call; otherwise the bits do
       // not depend on it and the block is one call (docs/PERFORMANCE.md).
-      std::int64_t const call = layer->config().mode == Mode::deterministic ? s_.microbatch : n_block;
+      // scale_grad_by_freq=call counts each call's ids, so there too the call is the microbatch.
+      std::int64_t const call =
+          layer->config().mode == Mode::deterministic || scale == FreqScale::call ? s_.microbatch : n_block;
       together([&] {
         for (std::int64_t k = position; k < position + n_block; k += call) {
           std::int64_t const n = std::min(call, position + n_block - k);
           std::int64_t const lo = std::clamp(k, a, b), hi = std::clamp(k + n, a, b);  // this rank's part
           layer->backward(space_, blk.ids.data() + (lo - a), blk.dy.data() + (lo - a) * d, hi - lo, grad,
-                          counts.data());
+                          counts.data(), batch_counts);
           microbatches += (n + s_.microbatch - 1) / s_.microbatch;  // as the split would have had
         }
         space_.fence();
@@ -241,6 +242,7 @@ class BackwardJob {
         ckpt->batch_sha256 = batch_id.sha256;
         ckpt->plan = plan;
         ckpt->numeric_mode = mode;
+        ckpt->scale_grad_by_freq = scale_name;
         ckpt->padding_idx = padding;
         ckpt->elapsed_seconds = resumed_elapsed + seconds(t_start);
         ckpt->rows = v;
@@ -279,6 +281,7 @@ class BackwardJob {
                                                                   : "atomic";
     run.plan_used = team_.broadcast(run.plan_used);  // the first rank's, on every rank
     run.numeric_mode = mode;
+    run.scale_grad_by_freq = scale_name;
     run.padding_idx = padding;
     run.positions = t;
     run.microbatches = microbatches;
@@ -372,6 +375,31 @@ class BackwardJob {
   std::pair<std::int64_t, std::int64_t> part(std::int64_t first, std::int64_t n) const {
     auto const at = [&](int r) { return first + n / team_.size() * r + std::min<std::int64_t>(r, n % team_.size()); };
     return {at(team_.rank()), at(team_.rank() + 1)};
+  }
+
+  // Counts every row's occurrences in the batch: each rank reads its part of the ids
+  // (blocks of 1 Mi positions, collective with many ranks), the counts are summed to
+  // the rows' owners. Returns this rank's rows' counts, in the space's memory.
+  typename Layer::batch_counts_type count_batch(io::BatchReader const& batch, std::int64_t t, std::int64_t v,
+                                                std::int64_t first_row, std::int64_t rows) const {
+    log("kembed backward: counting the batch's ids for scale_grad_by_freq=batch");
+    std::vector<std::int64_t> all(static_cast<std::size_t>(v), 0);
+    std::int64_t const block = std::int64_t{1} << 20;
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(std::min(block, t) / team_.size() + 1));
+    for (std::int64_t first = 0; first < t; first += block) {
+      auto const [a, b] = part(first, std::min(block, t - first));
+      together([&] {
+        batch.read(a, b - a, ids.data(), nullptr);
+        check_ids(s_.batch, s_.ids_dataset, a, ids.data(), b - a, v);
+      });
+      for (std::int64_t p = 0; p < b - a; ++p) ++all[std::size_t(ids[std::size_t(p)])];
+    }
+    std::vector<std::int64_t> mine;
+    together([&] { mine = team_.sum_rows(all, first_row, rows); });
+    Kokkos::View<std::int64_t*, typename ExecutionSpace::memory_space> out("kembed::job::batch_counts", rows);
+    Kokkos::deep_copy(out, Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                               mine.data(), mine.size()));
+    return out;
   }
 
   // Reads positions [first, first + n) (a collective read with many ranks) and refuses
