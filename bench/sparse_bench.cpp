@@ -4,7 +4,7 @@
 // same bits for every listed row, checked here at every point.
 //
 //   kembed-sparse-bench [--rows 1e6,1e7,1e8] [--positions 1e3,1e4,1e5,1e6] [--dim 16]
-//                       [--csv FILE]
+//                       [--dense-plan auto|scan|sort|bucket] [--csv FILE]
 #include <kembed/backends.hpp>
 #include <kembed/core/synthetic.hpp>
 #include <kembed/embedding.hpp>
@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   std::vector<long long> rows{1000000, 10000000, 100000000}, positions{1000, 10000, 100000, 1000000};
   long long d = 16;
   std::string csv_path;
+  kembed::Options dense_options;
   try {
     for (int i = 1; i < argc; ++i) {
       std::string const a = argv[i];
@@ -58,11 +59,13 @@ int main(int argc, char** argv) {
         positions = parse_list(value(), "--positions");
       else if (a == "--dim")
         d = parse_list(value(), "--dim").at(0);
+      else if (a == "--dense-plan")
+        dense_options.plan = kembed::parse_plan(value());
       else if (a == "--csv")
         csv_path = value();
       else
         throw std::invalid_argument("unknown option " + a +
-                                    " (use --rows LIST --positions LIST --dim D --csv FILE)");
+                                    " (use --rows LIST --positions LIST --dim D --dense-plan P --csv FILE)");
     }
   } catch (std::exception const& e) {
     std::fprintf(stderr, "kembed-sparse-bench: %s\n", e.what());
@@ -71,12 +74,12 @@ int main(int argc, char** argv) {
   std::FILE* csv = csv_path.empty() ? nullptr : std::fopen(csv_path.c_str(), "w");
   if (csv) std::fprintf(csv, "rows,dim,positions,listed_rows,dense_seconds,sparse_seconds,dense_bytes,sparse_bytes\n");
   Space const space;
-  std::printf("kembed-sparse-bench on %s (%d threads), d = %lld, uniform ids; best of repeats\n", Space::name(),
-              int(space.concurrency()), d);
+  std::printf("kembed-sparse-bench on %s (%d threads), d = %lld, uniform ids, dense plan %s; best of repeats\n",
+              Space::name(), int(space.concurrency()), d, std::string(kembed::to_string(dense_options.plan)).c_str());
   std::printf("| V | T | rows listed | dense backward | sparse backward | dense / sparse | gradient bytes dense / sparse |\n");
   std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
   for (long long v : rows) {
-    auto const layer = Layer::backward_only(space, v, d);
+    auto const layer = Layer::backward_only(space, v, d, dense_options);
     auto const grad = kembed::make_matrix(space, "kembed::bench::grad", v, d);
     for (long long t : positions) {
       auto const ids_h = kembed::synthetic::uniform_ids(v, t, 7);
@@ -105,7 +108,7 @@ int main(int argc, char** argv) {
           return 1;
         }
       double const dense_bytes = double(v) * d * 4, sparse_bytes = double(n) * (d * 4 + 16);
-      std::printf("| %.0e | %.0e | %lld | %.4f s | %.5f s | %.0fx | %.0fx |\n", double(v), double(t), n, dense, sparse,
+      std::printf("| %.0e | %.0e | %lld | %.4f s | %.5f s | %.3gx | %.3gx |\n", double(v), double(t), n, dense, sparse,
                   dense / sparse, dense_bytes / sparse_bytes);
       std::fflush(stdout);
       if (csv)
