@@ -102,6 +102,14 @@ int forward(ForwardArgs const& args) {
   settings.out = args.out;
   settings.ids_dataset = args.ids_dataset;
   settings.microbatch = args.microbatch;
+  settings.max_norm = args.max_norm;
+  if (args.norm_type) {
+    TorchOptionArgs parsed;
+    parsed.norm_type = *args.norm_type;
+    Options o;
+    parsed.apply(o);  // the one parser of --norm-type
+    settings.norm_type = o.norm_type;
+  }
   std::optional<Progress> progress;
   job::Observer observer;
   observer.progress = [&](std::int64_t done, std::int64_t total, std::int64_t) {

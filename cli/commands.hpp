@@ -28,6 +28,8 @@ struct ForwardArgs {
   std::string table, ids, out;
   std::string ids_dataset = "ids";
   std::int64_t microbatch = 65536;
+  std::optional<double> max_norm;
+  std::optional<std::string> norm_type;
 };
 
 struct DiffArgs {

@@ -187,6 +187,9 @@ int main(int argc, char** argv) {
   forward->add_option("--out", fw.out, "Output file (kembed-forward-1, dataset /y)")->required();
   forward->add_option("--ids-dataset", fw.ids_dataset, "Dataset of ids")->capture_default_str();
   forward->add_option("--microbatch", fw.microbatch, "Positions per forward call")->capture_default_str();
+  forward->add_option("--max-norm", fw.max_norm,
+                      "Renormalise each referenced row whose norm exceeds this, as torch (default: the table file's)");
+  forward->add_option("--norm-type", fw.norm_type, "The norm --max-norm uses: a number > 0, or inf (default: 2)");
 
   DiffArgs df;
   auto* diff_cmd =

@@ -40,6 +40,13 @@ with h5py.File(f"{work}/ft_norm.h5") as t, h5py.File(f"{work}/fb.h5") as b, h5py
     ok_norm = ok_norm and np.array_equal(t["weight"][...].view(np.uint32), table.view(np.uint32))  # file unchanged
     if not ok_norm:
         print("forward_check: max_norm: y differs from the renormalised rows", file=sys.stderr)
+# --max-norm on the command line does what the table's setting does.
+subprocess.run([kembed, "-q", "forward", "--table", f"{work}/ft.h5", "--ids", f"{work}/fb.h5", "--out",
+                f"{work}/fy_flag.h5", "--microbatch", "5000", "--max-norm", "0.9"], check=True, capture_output=True)
+with h5py.File(f"{work}/fy_flag.h5") as a, h5py.File(f"{work}/fy_norm.h5") as b:
+    if not np.array_equal(a["y"][...].view(np.uint32), b["y"][...].view(np.uint32)):
+        print("forward_check: --max-norm differs from the table's max_norm", file=sys.stderr)
+        ok_norm = False
 ok = ok and ok_norm
 print("forward_check:", "2 passed, 0 failed" if ok else "not all passed")
 sys.exit(0 if ok else 1)

@@ -45,6 +45,8 @@ struct ForwardSettings {
   std::string table, ids, out;
   std::string ids_dataset = "ids";
   std::int64_t microbatch = 65536;  // positions per forward call (and per block read and written)
+  std::optional<double> max_norm;    // overrides the table file's (with norm_type)
+  std::optional<double> norm_type;
 };
 
 struct ForwardReport {

@@ -387,7 +387,8 @@ class BackwardJob {
     std::int64_t const block = std::int64_t{1} << 20;
     std::vector<std::int64_t> ids(static_cast<std::size_t>(std::min(block, t) / team_.size() + 1));
     for (std::int64_t first = 0; first < t; first += block) {
-      auto const [a, b] = part(first, std::min(block, t - first));
+      auto const range = part(first, std::min(block, t - first));
+      std::int64_t const a = range.first, b = range.second;  // not a structured binding: nvcc 11.8 cannot capture one
       together([&] {
         batch.read(a, b - a, ids.data(), nullptr);
         check_ids(s_.batch, s_.ids_dataset, a, ids.data(), b - a, v);

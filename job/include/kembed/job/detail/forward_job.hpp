@@ -48,6 +48,8 @@ ForwardReport run_forward(Space const& space, ForwardSettings const& s, Observer
     options.max_norm = table.config.max_norm;
     options.norm_type = table.config.norm_type;
   }
+  if (s.max_norm) options.max_norm = s.max_norm;
+  if (s.norm_type) options.norm_type = *s.norm_type;
   Embedding<Space> layer(space, v, d, FloatsRef(table.weight.data(), Shape{v, d}), options);
   table.weight = {};
   report.read_table_seconds = seconds(t0);
