@@ -62,6 +62,24 @@ TEST_F(Labels, KernelsAndRegionsAreNamedKembed) {
       layer.backward(IdsRef(ids), FloatsRef(dy.data(), Shape{t, d}), FloatsRef(g.values.data(), Shape{v, d}));
       layer.counts(IdsRef(ids));
     }
+  {  // torch's other options: the sparse form with a carry, scaling, max_norm
+    Options o;
+    o.max_norm = 0.5;
+    o.scale_grad_by_freq = FreqScale::batch;
+    Layer layer(v, d, FloatsRef(table.data(), Shape{v, d}), o);
+    layer.forward(IdsRef(ids));
+    auto const n = layer.counts(IdsRef(ids));
+    auto const g = layer.backward_sparse(IdsRef(ids), FloatsRef(dy.data(), Shape{t, d}), nullptr, n.data());
+    layer.backward_sparse(IdsRef(ids), FloatsRef(dy.data(), Shape{t, d}), &g, n.data());
+    layer.backward(IdsRef(ids), FloatsRef(dy.data(), Shape{t, d}), FloatsRef{}, n.data());
+    o.norm_type = 3.0;  // the host's pow
+    o.scale_grad_by_freq = FreqScale::call;
+    o.mode = Mode::deterministic;
+    Layer other(v, d, FloatsRef(table.data(), Shape{v, d}), o);
+    other.forward(IdsRef(ids));
+    other.backward(IdsRef(ids), FloatsRef(dy.data(), Shape{t, d}));
+    other.backward_sparse(IdsRef(ids), FloatsRef(dy.data(), Shape{t, d}));
+  }
   make_matrix(TEST_EXECSPACE(), "kembed::dy", 3, 2);
   {  // past detail::inline_id_check ids the check is a kernel on every backend
     std::vector<std::int64_t> many(detail::inline_id_check + 1, 3);
@@ -77,7 +95,11 @@ TEST_F(Labels, KernelsAndRegionsAreNamedKembed) {
         "kembed::backward_sort::histogram", "kembed::backward_sort::offsets", "kembed::backward_sort::scatter",
         "kembed::backward_bucket::histogram", "kembed::backward_bucket::offsets", "kembed::backward_bucket::scatter",
         "kembed::backward_bucket::busiest", "kembed::backward_bucket::fold", "kembed::backward_fast", "kembed::counts",
-        "kembed::make_matrix"})
+        "kembed::make_matrix", "kembed::unique_rows::radix::histogram", "kembed::unique_rows::segments",
+        "kembed::backward_sparse::merge_shared", "kembed::backward_sparse::merge_new",
+        "kembed::backward_sparse::merge_carry", "kembed::backward_sparse::gather_carry",
+        "kembed::backward_sparse::gather_batch_counts", "kembed::check_batch_counts", "kembed::check_sparse_rows",
+        "kembed::renorm::norms", "kembed::renorm::gather", "kembed::renorm::scale_rows"})
     EXPECT_EQ(kernels().count(want), 1u) << "kernel never seen: " << want;
   // The sort plan's fold: the host shape, or the device's teams with columns on lanes.
   bool const host = detail::Tiles<TEST_EXECSPACE>::host;
@@ -86,7 +108,11 @@ TEST_F(Labels, KernelsAndRegionsAreNamedKembed) {
     EXPECT_EQ(kernels().count(want), 1u) << "kernel never seen: " << want;
   for (char const* want : {"kembed::forward", "kembed::backward[identical,scan]", "kembed::backward[identical,sort]",
                            "kembed::backward[identical,bucket]",
-                           "kembed::backward[deterministic,sort]", "kembed::backward[fast]", "kembed::counts"})
+                           "kembed::backward[deterministic,sort]", "kembed::backward[fast]", "kembed::counts",
+                           "kembed::renorm", "kembed::backward_sparse[identical]",
+                           "kembed::backward_sparse[deterministic]",
+                           "kembed::backward[identical,sort,scale_grad_by_freq]",
+                           "kembed::backward[deterministic,sort,scale_grad_by_freq]"})
     EXPECT_EQ(regions().count(want), 1u) << "region never seen: " << want;
 }
 
