@@ -142,6 +142,8 @@ int diff(DiffArgs const& args) {
     if (a.padding_idx != b.padding_idx)
       c.setting_differences.push_back("padding row: " + padding_text(a.padding_idx) + " / " +
                                       padding_text(b.padding_idx));
+    if (a.scale_grad_by_freq != b.scale_grad_by_freq)
+      c.setting_differences.push_back("scale_grad_by_freq: " + a.scale_grad_by_freq + " / " + b.scale_grad_by_freq);
     if (a.rows != b.rows || a.cols != b.cols) {
       c.shapes_differ = true;
     } else {

@@ -74,6 +74,7 @@ Dataset load(std::string const& path) {
                     {"plan asked", run.plan},
                     {"plan used", run.plan_used},
                     {"numeric mode", run.numeric_mode},
+                    {"scale_grad_by_freq", run.scale_grad_by_freq},
                     {"microbatch", std::to_string(run.microbatch_size)},
                     {"microbatches", std::to_string(run.microbatches)},
                     {"positions", std::to_string(run.positions)},
@@ -444,6 +445,13 @@ std::vector<std::string> explain(Dataset const& a, Dataset const& b, DiffSummary
   else if (ma != mb)
     lines.push_back("Numeric modes differ (" + ma + " vs " + mb +
                     "): they add each row's terms in different orders, so they are expected to differ in the last bits");
+  else if (differs("scale_grad_by_freq"))
+    lines.push_back("scale_grad_by_freq differs (" + field(a, "scale_grad_by_freq") + " vs " +
+                    field(b, "scale_grad_by_freq") + "): the terms were scaled differently, so different gradients "
+                    "are expected");
+  else if (field(a, "scale_grad_by_freq") == "call" && differs("microbatch"))
+    lines.push_back("scale_grad_by_freq=call counts each microbatch's ids (" + field(a, "microbatch") + " vs " +
+                    field(b, "microbatch") + " positions), so a difference is expected");
   else if (ma == "fast")
     lines.push_back("Mode fast adds with atomics: its bits may change from run to run on a parallel backend, so a "
                     "difference is expected");

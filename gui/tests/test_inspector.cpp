@@ -685,6 +685,11 @@ TEST_F(Inspector, TheVerdictExplainsItself) {
       << other_mode[3];
   auto const same_mode = lines_of(variant("same.h5", bump));
   EXPECT_NE(same_mode.back().find("reproducibility failure"), std::string::npos) << same_mode.back();
+  auto const scaled = lines_of(variant("scaled.h5", [&](io::RunFile& run) {
+    bump(run);
+    run.scale_grad_by_freq = "batch";
+  }));
+  EXPECT_NE(scaled.back().find("scale_grad_by_freq differs (none vs batch)"), std::string::npos) << scaled.back();
   auto const threads = lines_of(variant("threads.h5", [](io::RunFile& run) { run.threads += 3; }));
   EXPECT_EQ(threads.front().rfind("Bit-identical", 0), 0u) << threads.front();
   EXPECT_NE(threads.back().find("keeps its promise across different threads"), std::string::npos) << threads.back();
