@@ -64,7 +64,8 @@ TEST_P(DeviceShapes, RadixRowIndexEqualsTheOnePassIndex) {
 }
 
 // The team fold, with tiles of 1, 7 and 32 columns, from +0.0, from a carry and in
-// place, in both modes: the oracles' bits and the same non-finite verdict.
+// place, in both modes, unscaled and with scale_grad_by_freq per call and per batch:
+// the oracles' bits and the same non-finite verdict.
 TEST_P(DeviceShapes, TeamFoldEqualsTheOracles) {
   auto const& b = GetParam();
   auto const ids = device_ids(b);
@@ -72,31 +73,44 @@ TEST_P(DeviceShapes, TeamFoldEqualsTheOracles) {
   auto const index = detail::build_row_index(space, ids, b.rows, detail::row_sort_shape(false, 1000, b.rows, b.positions()));
   auto const dy = device_matrix(b.dy, b.positions(), b.dim);
   auto const host_carry = test::table_for(b.rows, b.dim, 11);
-  auto const config = b.config();
-  for (bool const deterministic : {false, true})
-    for (int carry_kind : {0, 1, 2})  // none, separate, in place
-      for (std::int64_t tile : {1, 7, 32}) {
-        SCOPED_TRACE(std::string(deterministic ? "deterministic" : "identical") + ", carry " +
-                     std::to_string(carry_kind) + ", tile " + std::to_string(tile));
-        float const* from = carry_kind ? host_carry.data() : nullptr;
-        auto const want = deterministic ? reference::backward_deterministic(config, IdsRef(b.ids), b.dy.data(), from)
-                                        : reference::backward_identical(config, IdsRef(b.ids), b.dy.data(), from);
-        Matrix grad = carry_kind == 2 ? device_matrix(host_carry, b.rows, b.dim) : Matrix("kembed::test::grad", b.rows, b.dim);
-        Matrix carry = carry_kind == 1 ? device_matrix(host_carry, b.rows, b.dim) : carry_kind == 2 ? grad : Matrix();
-        detail::TeamFoldShape const shape{tile, 1, 1};
-        bool const flagged =
-            deterministic ? detail::fold_teams(space, index, dy, carry, grad, config.padding_idx, shape,
-                                               detail::PairwiseSum{}, "kembed::test::fold")
-                          : detail::fold_teams(space, index, dy, carry, grad, config.padding_idx, shape,
-                                               detail::AscendingSum{}, "kembed::test::fold");
-        std::vector<float> got(want.size());
-        Kokkos::deep_copy(HostMatrix(got.data(), b.rows, b.dim), grad);
-        EXPECT_TRUE(test::same_bits(got, want));
-        bool dy_finite = true;
-        for (float x : b.dy) dy_finite = dy_finite && x - x == 0.0f;
-        // A non-finite term is always flagged (in place the caller checked dy first).
-        if (!dy_finite && carry_kind != 2) EXPECT_TRUE(flagged);
-      }
+  auto batch_counts = reference::counts(b.rows, IdsRef(b.ids));
+  for (std::int64_t r = 0; r < b.rows; ++r) batch_counts[r] += r % 3;
+  Kokkos::View<std::int64_t*, Space::memory_space> batch_view("kembed::test::batch_counts", b.rows);
+  Kokkos::deep_copy(batch_view, Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                                    batch_counts.data(), batch_counts.size()));
+  for (auto const scale_kind : {FreqScale::none, FreqScale::call, FreqScale::batch})
+    for (bool const deterministic : {false, true})
+      for (int carry_kind : {0, 1, 2})  // none, separate, in place
+        for (std::int64_t tile : {1, 7, 32}) {
+          SCOPED_TRACE(std::string(deterministic ? "deterministic" : "identical") + ", carry " +
+                       std::to_string(carry_kind) + ", tile " + std::to_string(tile) + ", scale " +
+                       std::string(to_string(scale_kind)));
+          auto config = b.config();
+          config.scale_grad_by_freq = scale_kind;
+          detail::RowScale<Space::memory_space> scale;
+          scale.kind = scale_kind;
+          scale.batch = batch_view;
+          std::int64_t const* batch = scale_kind == FreqScale::batch ? batch_counts.data() : nullptr;
+          float const* from = carry_kind ? host_carry.data() : nullptr;
+          auto const want = deterministic
+                                ? reference::backward_deterministic(config, IdsRef(b.ids), b.dy.data(), from, batch)
+                                : reference::backward_identical(config, IdsRef(b.ids), b.dy.data(), from, batch);
+          Matrix grad = carry_kind == 2 ? device_matrix(host_carry, b.rows, b.dim) : Matrix("kembed::test::grad", b.rows, b.dim);
+          Matrix carry = carry_kind == 1 ? device_matrix(host_carry, b.rows, b.dim) : carry_kind == 2 ? grad : Matrix();
+          detail::TeamFoldShape const shape{tile, 1, 1};
+          bool const flagged =
+              deterministic ? detail::fold_teams(space, index, dy, carry, grad, config.padding_idx, shape,
+                                                 detail::PairwiseSum{}, "kembed::test::fold", scale)
+                            : detail::fold_teams(space, index, dy, carry, grad, config.padding_idx, shape,
+                                                 detail::AscendingSum{}, "kembed::test::fold", scale);
+          std::vector<float> got(want.size());
+          Kokkos::deep_copy(HostMatrix(got.data(), b.rows, b.dim), grad);
+          EXPECT_TRUE(test::same_bits(got, want));
+          bool dy_finite = true;
+          for (float x : b.dy) dy_finite = dy_finite && x - x == 0.0f;
+          // A non-finite term is always flagged (in place the caller checked dy first).
+          if (!dy_finite && carry_kind != 2) EXPECT_TRUE(flagged);
+        }
 }
 
 INSTANTIATE_TEST_SUITE_P(Inputs, DeviceShapes, ::testing::ValuesIn(test::catalogue()),
