@@ -130,7 +130,11 @@ int diff(DiffArgs const& args) {
   // By family, so that a newer version of either is refused by name when read.
   auto family = [](std::string const& tag) { return tag.substr(0, tag.rfind('-')); };
   Compared c;
-  if (family(fa) == "kembed-run" && family(fb) == "kembed-run") {
+  // A sparse run compares with a dense one row for row (it reads as its dense gradient).
+  auto run_family = [&](std::string const& tag) {
+    return family(tag) == "kembed-run" || family(tag) == "kembed-sparse-run";
+  };
+  if (run_family(fa) && run_family(fb)) {
     c.kind = "run";
     // Both gradients are read and each is checked against its own stored SHA-256 (a
     // mismatch is a damaged file, exit 2); the verdict then comes from the bits read,

@@ -24,6 +24,8 @@ char const* meaning(std::string const& format, bool present) {
     return "its 'format' attribute is present but empty or not one string: the file is damaged, or not a kembed file";
   if (format == io::table_format) return "an embedding table and its settings";
   if (format == io::run_format) return "the result of a backward run: gradient, counts, provenance";
+  if (format == io::sparse_run_format)
+    return "the result of a backward run, its gradient row-sparse: the rows it lists, their values and counts";
   if (format == io::batch_format) return "a batch: ids and dy";
   if (format == io::forward_format) return "the output of a forward run";
   if (format == io::checkpoint_format) return "a checkpoint of an unfinished backward run (kembed backward --resume)";
@@ -38,10 +40,12 @@ int info(std::string const& path) {
   std::printf("%s: %s, %s bytes\n", path.c_str(), s.format.empty() ? "HDF5" : s.format.c_str(),
               with_commas(s.bytes).c_str());
   std::printf("  %s\n", meaning(s.format, s.format_present));
-  if (s.format == io::run_format) {
+  if (io::is_run_format(s.format)) {
     auto const run = io::read_run(path, false);
     std::printf("\nrun %s, %s\n", run.run_id.c_str(), run.created.c_str());
-    std::printf("  gradient   %s x %s, SHA-256 %s\n", with_commas(run.rows).c_str(), with_commas(run.cols).c_str(),
+    std::printf("  gradient   %s x %s%s, SHA-256 %s\n", with_commas(run.rows).c_str(), with_commas(run.cols).c_str(),
+                run.sparse ? (", sparse: " + with_commas(std::int64_t(run.listed_rows.size())) + " rows listed").c_str()
+                           : "",
                 run.gradient_sha256.c_str());
     std::printf("  positions  %s in %s microbatches of %s\n", with_commas(run.positions).c_str(),
                 with_commas(run.microbatches).c_str(), with_commas(run.microbatch_size).c_str());

@@ -166,6 +166,9 @@ int main(int argc, char** argv) {
                                        "Padding row as torch takes it: negative counts from the end, -1 is row V-1 "
                                        "(default: the table file's)");
   backward->add_flag("--no-padding", bw.no_padding, "No padding row, whatever the table file says")->excludes(padding);
+  backward->add_flag("--sparse", bw.sparse,
+                     "Write a row-sparse run file: the rows the batch references, never a (V, d) gradient "
+                     "(also when the table file asks for one)");
   auto* scale_option = backward->add_option(
       "--scale-grad-by-freq", bw.scale_name,
       "[call|batch|none] Scale each term by 1 / its row's count: in its microbatch (call, as torch; the "

@@ -7,6 +7,7 @@
 #include <kembed/io/embedding_io.hpp>
 #include <kembed/io/error.hpp>
 #include <kembed/io/job_files.hpp>
+#include <kembed/io/row_reader.hpp>
 #include <kembed/io/run_file.hpp>
 #include <kembed/io/sha256.hpp>
 #include <kembed/io/summary.hpp>
@@ -846,6 +847,89 @@ TEST_F(Io, ATamperedGradientIsCaughtByItsSha256) {
 
 // The gradient's summary (/summary): each level against folding its blocks' rows
 // by hand, bit for bit; the same bits whatever order and pieces the rows came in.
+// A sparse run file: read back as its dense gradient and counts (what a dense run
+// of the same gradient holds), rows by RowReader as from the dense file, the same
+// summary as the dense file's, its digest over the listed records checked; bad
+// slabs are refused before anything is written, a changed value is caught.
+TEST_F(Io, SparseRunFilesReadAsTheirDenseGradient) {
+  auto dense = sample_run();
+  std::int64_t const v = dense.rows, d = dense.cols;
+  // List every 7th row and row 299 (the last block partly listed); unlisted rows +0.0.
+  std::vector<std::int64_t> rows, counts;
+  std::vector<float> values;
+  for (std::int64_t r = 0; r < v; ++r) {
+    bool const listed = r % 7 == 3 || r == v - 1;
+    if (!listed) {
+      std::fill_n(dense.gradient.begin() + r * d, d, 0.0f);
+      dense.counts[std::size_t(r)] = 0;
+      continue;
+    }
+    rows.push_back(r);
+    counts.push_back(dense.counts[std::size_t(r)]);
+    values.insert(values.end(), dense.gradient.begin() + r * d, dense.gradient.begin() + (r + 1) * d);
+  }
+  std::int64_t const n = std::int64_t(rows.size());
+  io::write_run(path("dense.h5"), dense);
+  auto run = dense;
+  run.gradient_sha256 = io::sparse_gradient_sha256(rows.data(), values.data(), n, d);
+  io::SparseSlab const slab{0, n, n, 0, v, rows.data(), values.data(), counts.data()};
+  io::write_sparse_run(path("sparse.h5"), run, slab);
+  EXPECT_EQ(io::file_format(path("sparse.h5")), io::sparse_run_format);
+  auto const back = io::read_run(path("sparse.h5"));
+  EXPECT_TRUE(back.sparse);
+  EXPECT_EQ(back.listed_rows, rows);
+  EXPECT_TRUE(same_bits(back.gradient, dense.gradient));
+  EXPECT_EQ(back.counts, dense.counts);
+  EXPECT_EQ(back.gradient_sha256, run.gradient_sha256);
+  EXPECT_EQ(io::read_run_gradient_sha256(path("sparse.h5")), run.gradient_sha256);
+  EXPECT_EQ(back.numeric_mode, dense.numeric_mode);
+  EXPECT_EQ(back.inputs.size(), dense.inputs.size());
+  {  // Rows by hyperslab, any range, as from the dense file (the readers close after).
+    io::RowReader sparse_rows(path("sparse.h5")), dense_rows(path("dense.h5"));
+    EXPECT_EQ(sparse_rows.rows(), v);
+    EXPECT_EQ(sparse_rows.listed_rows(), rows);
+    EXPECT_TRUE(dense_rows.listed_rows().empty());
+    for (auto [first, count] : {std::pair<std::int64_t, std::int64_t>{0, v}, {0, 3}, {3, 1}, {4, 6}, {250, 50}, {299, 1}}) {
+      std::vector<float> a(std::size_t(count * d)), b(a.size());
+      sparse_rows.read(first, count, a.data());
+      dense_rows.read(first, count, b.data());
+      EXPECT_TRUE(same_bits(a, b)) << first << ", " << count;
+    }
+  }
+  // The same summary, level for level, as the dense file's.
+  auto const sa = io::read_summary(path("sparse.h5")), sb = io::read_summary(path("dense.h5"));
+  ASSERT_EQ(sa.levels.size(), sb.levels.size());
+  for (std::size_t l = 0; l < sa.levels.size(); ++l) {
+    EXPECT_EQ(sa.levels[l].counts, sb.levels[l].counts) << l;
+    EXPECT_TRUE(same_bits(sa.levels[l].min, sb.levels[l].min)) << l;
+    EXPECT_TRUE(same_bits(sa.levels[l].max, sb.levels[l].max)) << l;
+    EXPECT_TRUE(same_bits(sa.levels[l].max_abs, sb.levels[l].max_abs)) << l;
+  }
+  // Refused: rows not ascending, a wrong digest length; nothing written.
+  auto bad_rows = rows;
+  std::swap(bad_rows[0], bad_rows[1]);
+  io::SparseSlab const bad{0, n, n, 0, v, bad_rows.data(), values.data(), counts.data()};
+  EXPECT_THROW(io::write_sparse_run(path("bad.h5"), run, bad), InvalidArgument);
+  EXPECT_FALSE(fs::exists(path("bad.h5")));
+  // A changed value no longer matches the digest.
+  {
+    hid_t f = H5Fopen(path("sparse.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t g = H5Dopen2(f, "gradient", H5P_DEFAULT);
+    std::vector<float> stored(std::size_t(n * d));
+    H5Dread(g, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, stored.data());
+    stored[5] = test::from_bits(test::bits_of(stored[5]) ^ 1u);  // one bit
+    H5Dwrite(g, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, stored.data());
+    H5Dclose(g);
+    H5Fclose(f);
+  }
+  try {
+    io::read_run(path("sparse.h5"));
+    ADD_FAILURE() << "a changed sparse gradient was read";
+  } catch (io::FileError const& e) {
+    EXPECT_NE(std::string(e.what()).find("does not match its SHA-256"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Summary, LevelsAreExactAndIndependentOfTheOrderRowsCameIn) {
   std::int64_t const rows = 70007, cols = 5;  // 70007 rows: blocks of 32, the last holding 23
   auto g = synthetic::uniform_floats(rows * cols, 41);

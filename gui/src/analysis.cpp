@@ -54,7 +54,7 @@ Dataset load(std::string const& path) {
   Dataset d;
   d.path = path;
   d.format = io::file_format(path);
-  if (d.format == io::run_format) {
+  if (io::is_run_format(d.format)) {
     auto run = io::read_run(path, false, false);  // everything but the gradient
     d.rows = run.rows, d.cols = run.cols;
     d.counts = std::move(run.counts);
@@ -134,7 +134,16 @@ Scan scan(Dataset const& d, Progress const& progress) {
       std::lock_guard<std::mutex> lock(io_mutex());
       d.reader->read(first, n, rows.data());
     }
-    if (d.is_run()) hash.update(rows.data(), rows.size() * sizeof(float));
+    if (d.is_run() && d.reader->listed_rows().empty()) {
+      hash.update(rows.data(), rows.size() * sizeof(float));
+    } else if (d.is_run()) {  // a sparse run's digest: each listed row's number and values
+      auto const& listed = d.reader->listed_rows();
+      for (auto k = std::lower_bound(listed.begin(), listed.end(), first);
+           k != listed.end() && *k < first + n; ++k) {
+        hash.update(&*k, sizeof(std::int64_t));
+        hash.update(rows.data() + (*k - first) * d.cols, std::size_t(d.cols) * sizeof(float));
+      }
+    }
     if (builder) builder->add(first, n, rows.data(), d.counts.empty() ? nullptr : d.counts.data() + first);
     parallel_rows(n, [&](std::int64_t lo, std::int64_t hi) {
       std::vector<std::int32_t> local(cells, 0);  // a piece's counts fit 32 bits

@@ -5,6 +5,7 @@
 // one pass over the rows for what needs them all, and comparisons.
 #include <kembed/core/compare.hpp>
 #include <kembed/io/row_reader.hpp>
+#include <kembed/io/run_file.hpp>
 #include <kembed/io/summary.hpp>
 
 #include <array>
@@ -60,7 +61,7 @@ struct Dataset {
   std::vector<std::pair<std::string, std::string>> provenance;
   std::shared_ptr<io::RowReader> reader;
 
-  bool is_run() const noexcept { return format == "kembed-run-1"; }
+  bool is_run() const noexcept { return io::is_run_format(format); }
   bool is_padding(std::int64_t row) const noexcept { return padding_idx >= 0 && row == padding_idx; }
   bool scanned() const noexcept { return row_norm.size() == std::size_t(rows); }
   std::int64_t bytes() const noexcept { return rows * cols * 4; }

@@ -317,6 +317,42 @@ TEST_F(Inspector, ADamagedRunIsClosedAndNeverJudged) {
   EXPECT_FALSE(window.diffView()->verdict().contains("identical")) << window.diffView()->verdict().toStdString();
 }
 
+// A sparse run file of the same gradient opens, passes its SHA-256 check (over its
+// listed rows), has the dense run's counts, rows and summary, and compares with the
+// dense run as bit-identical.
+TEST_F(Inspector, ASparseRunIsItsDenseGradient) {
+  auto const run = io::read_run(run_file());
+  std::vector<std::int64_t> rows, counts;
+  std::vector<float> values;
+  for (std::int64_t r = 0; r < run.rows; ++r) {
+    if (run.counts[std::size_t(r)] == 0) continue;  // the run's +0.0 rows
+    rows.push_back(r);
+    counts.push_back(run.counts[std::size_t(r)]);
+    values.insert(values.end(), run.gradient.begin() + r * run.cols, run.gradient.begin() + (r + 1) * run.cols);
+  }
+  ASSERT_LT(rows.size(), std::size_t(run.rows)) << "the fixture's run should leave some rows unreferenced";
+  auto sparse = run;
+  std::int64_t const n = std::int64_t(rows.size());
+  sparse.gradient_sha256 = io::sparse_gradient_sha256(rows.data(), values.data(), n, run.cols);
+  auto const path = work_dir() + "/sparse.h5";
+  io::write_sparse_run(path, sparse, io::SparseSlab{0, n, n, 0, run.rows, rows.data(), values.data(), counts.data()});
+  auto const a = load(run_file()), b = load(path);
+  EXPECT_TRUE(b.is_run());
+  EXPECT_EQ(b.counts, a.counts);
+  EXPECT_TRUE(scan(b).sha256_ok);
+  auto const rows_b = b.read_rows(0, run.rows), rows_a = a.read_rows(0, run.rows);
+  ASSERT_EQ(rows_b.size(), rows_a.size());
+  EXPECT_EQ(std::memcmp(rows_b.data(), rows_a.data(), rows_a.size() * sizeof(float)), 0);
+  EXPECT_TRUE(diff(a, b).identical());
+  MainWindow window;
+  window.setQuiet(true);
+  ASSERT_TRUE(window.open(QString::fromStdString(run_file()), MainWindow::Slot::A));
+  ASSERT_TRUE(window.open(QString::fromStdString(path), MainWindow::Slot::B));
+  window.waitForChecks();
+  EXPECT_NE(window.datasetB(), nullptr) << window.lastError().toStdString();
+  EXPECT_TRUE(window.diffView()->verdict().startsWith("Bit-identical")) << window.diffView()->verdict().toStdString();
+}
+
 // ---- issue 20's defects, each driven through the widgets as a user would ----------
 
 // A synthetic run of rows x cols with Zipf counts, in the test's own folder; `edit`

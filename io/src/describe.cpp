@@ -46,6 +46,12 @@ std::vector<char const*> format_attributes(std::string const& format) {
     return {"format",        "kembed_version", "created_by", "num_embeddings",
             "embedding_dim", "padding_idx",    "plan",       "numeric_mode",
             "max_norm",      "norm_type",      "scale_grad_by_freq", "sparse"};
+  if (format == sparse_run_format)
+    return {"format",          "kembed_version", "run_id",        "created",
+            "backend",         "threads",        "ranks",         "plan",          "plan_used",
+            "numeric_mode",    "padding_idx",    "positions",     "microbatches",
+            "microbatch_size", "num_embeddings", "embedding_dim", "listed_rows",   "gradient_sha256",
+            "scale_grad_by_freq"};
   if (format == run_format)
     return {"format",          "kembed_version", "run_id",        "created",
             "backend",         "threads",        "ranks",         "plan",          "plan_used",

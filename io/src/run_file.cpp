@@ -12,6 +12,7 @@
 #include <kembed/io/collective.hpp>
 #endif
 
+#include <algorithm>
 #include <cstdio>
 #include <future>
 #include <stdexcept>
@@ -93,6 +94,62 @@ std::string json_array(std::vector<std::string> const& items) {
 }
 
 namespace {
+// Everything a run file's header holds but the summary: attributes, inputs,
+// timings and provenance (docs/FORMAT.md), for either kind of run file.
+void write_run_attributes(hid_t file, RunFile const& run, char const* format) {
+  detail::write_identity(file, format);
+  h5::write_string(file, "run_id", run.run_id);
+  h5::write_string(file, "created", run.created.empty() ? detail::utc_now_iso8601() : run.created);
+  h5::write_string(file, "backend", run.backend);
+  h5::write_int64(file, "threads", run.threads);
+  h5::write_int64(file, "ranks", run.ranks);
+  h5::write_string(file, "plan", run.plan);
+  h5::write_string(file, "plan_used", run.plan_used);
+  h5::write_string(file, "numeric_mode", run.numeric_mode);
+  if (run.scale_grad_by_freq != "none") h5::write_string(file, "scale_grad_by_freq", run.scale_grad_by_freq);
+  h5::write_int64(file, "padding_idx", run.padding_idx);
+  h5::write_int64(file, "positions", run.positions);
+  h5::write_int64(file, "microbatches", run.microbatches);
+  h5::write_int64(file, "microbatch_size", run.microbatch_size);
+  h5::write_int64(file, "num_embeddings", run.rows);
+  h5::write_int64(file, "embedding_dim", run.cols);
+  h5::write_string(file, "gradient_sha256", run.gradient_sha256);
+  auto inputs = ordered_group(file, "inputs");
+  for (auto const& input : run.inputs) {
+    auto g = ordered_group(inputs, input.role.c_str());
+    h5::write_string(g, "path", input.path);
+    h5::write_string(g, "sha256", input.sha256);
+    h5::write_int64(g, "bytes", input.bytes);
+  }
+  auto timings = ordered_group(file, "timings");
+  for (auto const& [name, seconds] : run.timings) h5::write_double(timings, name.c_str(), seconds);
+  auto provenance = ordered_group(file, "provenance");
+  h5::write_string_dataset(provenance, "command_line", run.command_line_json);
+  h5::write_string_dataset(provenance, "configuration", run.configuration_json);
+}
+
+// Ranks fold their own rows' summary; the finest level is reduced exactly (as
+// integer keys and sums) onto the first rank, which writes it.
+void reduce_summary(SummaryBuilder& builder, Collective const* collective) {
+#if defined(KEMBED_IO_PARALLEL)
+  if (collective) {
+    auto keys = builder.keys();
+    auto const third = int(keys.size() / 3);
+    std::vector<std::int32_t> reduced(keys.size());
+    MPI_Reduce(keys.data(), reduced.data(), third, MPI_INT32_T, MPI_MIN, 0, collective->comm);
+    MPI_Reduce(keys.data() + third, reduced.data() + third, 2 * third, MPI_INT32_T, MPI_MAX, 0, collective->comm);
+    auto& counts = builder.counts();
+    std::vector<std::int64_t> sums(counts.size());
+    MPI_Reduce(counts.data(), sums.data(), int(counts.size()), MPI_INT64_T, MPI_SUM, 0, collective->comm);
+    int rank = 0;
+    MPI_Comm_rank(collective->comm, &rank);
+    if (rank == 0) builder.set_keys(reduced), counts = sums;  // the rank that writes it
+  }
+#else
+  (void)builder, (void)collective;
+#endif
+}
+
 void write_run_slabs(std::string const& path, RunFile const& given, RowSlab const& mine, SaveOptions const& options,
                      Collective const* collective, std::function<void(RunFile&)> const& complete) {
   RunFile completed;
@@ -117,21 +174,7 @@ void write_run_slabs(std::string const& path, RunFile const& given, RowSlab cons
     summarize();
   else
     summarizing = std::async(std::launch::async, summarize);
-#if defined(KEMBED_IO_PARALLEL)
-  if (collective) {
-    auto keys = builder.keys();
-    auto const third = int(keys.size() / 3);
-    std::vector<std::int32_t> reduced(keys.size());
-    MPI_Reduce(keys.data(), reduced.data(), third, MPI_INT32_T, MPI_MIN, 0, collective->comm);
-    MPI_Reduce(keys.data() + third, reduced.data() + third, 2 * third, MPI_INT32_T, MPI_MAX, 0, collective->comm);
-    auto& counts = builder.counts();
-    std::vector<std::int64_t> sums(counts.size());
-    MPI_Reduce(counts.data(), sums.data(), int(counts.size()), MPI_INT64_T, MPI_SUM, 0, collective->comm);
-    int rank = 0;
-    MPI_Comm_rank(collective->comm, &rank);
-    if (rank == 0) builder.set_keys(reduced), counts = sums;  // the rank that writes it
-  }
-#endif
+  reduce_summary(builder, collective);
   auto header = [&](hid_t file) {
     if (complete) {  // what the caller learnt while the rows were written
       completed = given;
@@ -141,36 +184,7 @@ void write_run_slabs(std::string const& path, RunFile const& given, RowSlab cons
           completed.cols != given.cols)
         throw std::logic_error("write_run: complete() may not change the gradient's shape or digest");
     }
-    RunFile const& run = *header_of;
-    detail::write_identity(file, run_format);
-    h5::write_string(file, "run_id", run.run_id);
-    h5::write_string(file, "created", run.created.empty() ? detail::utc_now_iso8601() : run.created);
-    h5::write_string(file, "backend", run.backend);
-    h5::write_int64(file, "threads", run.threads);
-    h5::write_int64(file, "ranks", run.ranks);
-    h5::write_string(file, "plan", run.plan);
-    h5::write_string(file, "plan_used", run.plan_used);
-    h5::write_string(file, "numeric_mode", run.numeric_mode);
-    if (run.scale_grad_by_freq != "none") h5::write_string(file, "scale_grad_by_freq", run.scale_grad_by_freq);
-    h5::write_int64(file, "padding_idx", run.padding_idx);
-    h5::write_int64(file, "positions", run.positions);
-    h5::write_int64(file, "microbatches", run.microbatches);
-    h5::write_int64(file, "microbatch_size", run.microbatch_size);
-    h5::write_int64(file, "num_embeddings", run.rows);
-    h5::write_int64(file, "embedding_dim", run.cols);
-    h5::write_string(file, "gradient_sha256", run.gradient_sha256);
-    auto inputs = ordered_group(file, "inputs");
-    for (auto const& input : run.inputs) {
-      auto g = ordered_group(inputs, input.role.c_str());
-      h5::write_string(g, "path", input.path);
-      h5::write_string(g, "sha256", input.sha256);
-      h5::write_int64(g, "bytes", input.bytes);
-    }
-    auto timings = ordered_group(file, "timings");
-    for (auto const& [name, seconds] : run.timings) h5::write_double(timings, name.c_str(), seconds);
-    auto provenance = ordered_group(file, "provenance");
-    h5::write_string_dataset(provenance, "command_line", run.command_line_json);
-    h5::write_string_dataset(provenance, "configuration", run.configuration_json);
+    write_run_attributes(file, *header_of, run_format);
     if (summarizing.valid()) summarizing.get();
     detail::write_summary(file, builder.finish(), options);
   };
@@ -208,10 +222,124 @@ void write_run(std::string const& path, RunFile const& run, RowSlab const& all, 
   write_run_slabs(path, run, all, options, nullptr, complete);
 }
 
+std::string sparse_gradient_sha256(std::int64_t const* rows, float const* values, std::int64_t n, std::int64_t cols) {
+  Sha256 hash;
+  for (std::int64_t i = 0; i < n; ++i) {
+    hash.update(rows + i, sizeof(std::int64_t));
+    hash.update(values + i * cols, static_cast<std::size_t>(cols) * sizeof(float));
+  }
+  return hash.hex_digest();
+}
+
+void write_sparse_run(std::string const& path, RunFile const& run, SparseSlab const& mine, SaveOptions const& options,
+                      Collective const* collective) {
+  auto const d = run.cols;
+  bool const slab_ok = mine.first >= 0 && mine.count >= 0 && mine.total >= 1 && mine.first <= mine.total &&
+                       mine.count <= mine.total - mine.first && mine.row_begin >= 0 &&
+                       mine.row_begin <= mine.row_end && mine.row_end <= run.rows &&
+                       (mine.count == 0 || (mine.rows && mine.values && mine.counts));
+  if (run.rows < 1 || d < 1 || !slab_ok)
+    throw InvalidArgument("run", "listed rows [" + std::to_string(mine.first) + ", +" + std::to_string(mine.count) +
+                                     ") of " + std::to_string(mine.total) + " are not a slab of a sparse (" +
+                                     std::to_string(run.rows) + ", " + std::to_string(d) + ") gradient");
+  for (std::int64_t i = 0; i < mine.count; ++i)
+    if (mine.rows[i] < mine.row_begin || mine.rows[i] >= mine.row_end || (i > 0 && mine.rows[i] <= mine.rows[i - 1]))
+      throw InvalidArgument("run", "listed row " + std::to_string(mine.rows[i]) +
+                                       " is not ascending within this slab's rows [" +
+                                       std::to_string(mine.row_begin) + ", " + std::to_string(mine.row_end) + ")");
+  if (run.gradient_sha256.size() != 64)
+    throw InvalidArgument("run", "write_sparse_run needs the records' SHA-256 (gradient_sha256)");
+  detail::check_padding_to_store("the run", run.padding_idx, run.rows);
+  // The dense gradient's summary: the listed rows, and one +0.0 row (count 0) in each
+  // finest block where this slab's table rows are not all listed.
+  SummaryBuilder builder(run.rows, d);
+  for (std::int64_t i = 0; i < mine.count; ++i) builder.add(mine.rows[i], 1, mine.values + i * d, mine.counts + i);
+  std::int64_t const block = summary_finest_block_rows(run.rows);
+  std::vector<float> const zeros(static_cast<std::size_t>(d), 0.0f);
+  std::int64_t const zero_count = 0;
+  std::int64_t k = 0;
+  for (std::int64_t lo = mine.row_begin; lo < mine.row_end;) {
+    std::int64_t const hi = std::min(mine.row_end, (lo / block + 1) * block);
+    std::int64_t listed = 0, unlisted = lo;  // the first row of [lo, hi) not listed
+    for (; k < mine.count && mine.rows[k] < hi; ++k, ++listed)
+      if (mine.rows[k] == unlisted) ++unlisted;
+    if (listed < hi - lo) builder.add(unlisted, 1, zeros.data(), &zero_count);
+    lo = hi;
+  }
+  reduce_summary(builder, collective);
+  auto header = [&](hid_t file) {
+    write_run_attributes(file, run, sparse_run_format);
+    h5::write_int64(file, "listed_rows", mine.total);
+    detail::write_summary(file, builder.finish(), options);
+  };
+  detail::write_slabs(path, "writing the run failed, the file is unchanged", header,
+                      {detail::int64_rows("rows", mine.total, mine.rows),
+                       detail::float_rows("gradient", mine.total, d, mine.values),
+                       detail::int64_rows("counts", mine.total, mine.counts)},
+                      RowSlab{mine.first, mine.count, mine.values, mine.counts}, options, collective);
+}
+
+namespace {
+// Whether the file's tag is the sparse run's (anything unreadable: no, and
+// check_format then says what is wrong).
+bool tagged_sparse(hid_t file) {
+  try {
+    return h5::read_string(file, "format").value_or("") == sparse_run_format;
+  } catch (std::exception const&) {
+    return false;
+  }
+}
+
+// A sparse run file's rows, gradient and counts, as the dense gradient and counts.
+void read_sparse_datasets(hid_t file, std::string const& path, RunFile& run, bool with_gradient, bool verify) {
+  auto const n = detail::required_int64(file, path, "listed_rows");
+  std::int64_t n_rows = 0, n_counts = 0;
+  auto rows = detail::open_int_vector(file, path, "/rows", &n_rows);
+  auto counts = detail::open_int_vector(file, path, "/counts", &n_counts);
+  if (n < 1 || n > run.rows || n_rows != n || n_counts != n)
+    throw FileError(path, "/rows", "and /counts must hold listed_rows = " + std::to_string(n) +
+                                       " entries (1 to num_embeddings); they hold " + std::to_string(n_rows) +
+                                       " and " + std::to_string(n_counts));
+  auto gradient = detail::open_float_matrix(file, path, "/gradient", false);
+  if (gradient.rows != n || gradient.cols != run.cols)
+    throw FileError(path, "/gradient",
+                    "has shape (" + std::to_string(gradient.rows) + ", " + std::to_string(gradient.cols) +
+                        ") but a sparse run of " + std::to_string(n) + " listed rows of " +
+                        std::to_string(run.cols) + " columns needs (" + std::to_string(n) + ", " +
+                        std::to_string(run.cols) + ")");
+  detail::check_size(path, "/gradient", run.rows, run.cols, 4);  // the dense form it is read as
+  run.sparse = true;
+  run.listed_rows.resize(static_cast<std::size_t>(n));
+  detail::read_ints(rows, path, "/rows", 0, n, run.listed_rows.data());
+  for (std::int64_t i = 0; i < n; ++i) {
+    auto const r = run.listed_rows[std::size_t(i)];
+    if (r < 0 || r >= run.rows || (i > 0 && r <= run.listed_rows[std::size_t(i - 1)]))
+      throw FileError(path, "/rows", "entry " + std::to_string(i) + " = " + std::to_string(r) +
+                                         " is not ascending within [0, " + std::to_string(run.rows) + ")");
+  }
+  std::vector<std::int64_t> listed_counts(static_cast<std::size_t>(n));
+  detail::read_ints(counts, path, "/counts", 0, n, listed_counts.data());
+  run.counts.assign(static_cast<std::size_t>(run.rows), 0);
+  for (std::int64_t i = 0; i < n; ++i) run.counts[std::size_t(run.listed_rows[std::size_t(i)])] = listed_counts[std::size_t(i)];
+  if (!with_gradient) return;
+  std::vector<float> values(static_cast<std::size_t>(n * run.cols));
+  detail::read_rows(gradient, path, "/gradient", 0, n, values.data(), false);
+  if (verify && sparse_gradient_sha256(run.listed_rows.data(), values.data(), n, run.cols) != run.gradient_sha256)
+    throw FileError(path, "/gradient",
+                    "does not match its SHA-256 (attribute gradient_sha256 = " + run.gradient_sha256 +
+                        "): the file is damaged, or its gradient was changed after the run wrote it");
+  run.gradient.assign(static_cast<std::size_t>(run.rows * run.cols), 0.0f);
+  for (std::int64_t i = 0; i < n; ++i)
+    std::copy_n(values.data() + i * run.cols, run.cols,
+                run.gradient.data() + run.listed_rows[std::size_t(i)] * run.cols);
+}
+}  // namespace
+
 RunFile read_run(std::string const& path, bool with_gradient, bool verify) {
   return detail::reading(path, [&] {
     auto file = detail::open_for_reading(path);
-    detail::check_format(file, path, "kembed-run", 1, "run");
+    bool const sparse = tagged_sparse(file);
+    detail::check_format(file, path, sparse ? "kembed-sparse-run" : "kembed-run", 1, sparse ? "sparse run" : "run");
     RunFile run;
     auto str = [&](char const* name) { return detail::required_string(file, path, name); };
     auto num = [&](char const* name) { return detail::required_int64(file, path, name); };
@@ -234,37 +362,41 @@ RunFile read_run(std::string const& path, bool with_gradient, bool verify) {
     run.padding_idx = detail::stored_padding_idx(path, run.padding_idx, run.rows);
     run.gradient_sha256 = str("gradient_sha256");
 
-    auto gradient = detail::open_float_matrix(file, path, "/gradient", false);
-    if (gradient.rows != run.rows || gradient.cols != run.cols) {
-      throw FileError(path, "/gradient",
-                      "has shape (" + std::to_string(gradient.rows) + ", " + std::to_string(gradient.cols) +
-                          ") but the attributes say (" + std::to_string(run.rows) + ", " + std::to_string(run.cols) +
-                          ")");
-    }
-    detail::check_size(path, "/gradient", run.rows, run.cols, 4);
-    if (with_gradient) {
-      run.gradient.resize(static_cast<std::size_t>(run.rows * run.cols));
-      // A gradient may hold infinities (a sum can overflow); read it without the table's finite check.
-      {
-        if (H5Dread(gradient.dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, run.gradient.data()) < 0)
-          throw FileError(path, "/gradient",
-                          "cannot be read: the stored data do not match their checksum or cannot be "
-                          "decoded, so the file is damaged (HDF5: " +
-                              h5::error_text() + ")");
-      }
-      if (verify && gradient_sha256(run.gradient) != run.gradient_sha256) {
+    if (sparse) {
+      read_sparse_datasets(file, path, run, with_gradient, verify);
+    } else {
+      auto gradient = detail::open_float_matrix(file, path, "/gradient", false);
+      if (gradient.rows != run.rows || gradient.cols != run.cols) {
         throw FileError(path, "/gradient",
-                        "does not match its SHA-256 (attribute gradient_sha256 = " + run.gradient_sha256 +
-                            "): the file is damaged, or its gradient was changed after the run wrote it");
+                        "has shape (" + std::to_string(gradient.rows) + ", " + std::to_string(gradient.cols) +
+                            ") but the attributes say (" + std::to_string(run.rows) + ", " + std::to_string(run.cols) +
+                            ")");
       }
-    }
+      detail::check_size(path, "/gradient", run.rows, run.cols, 4);
+      if (with_gradient) {
+        run.gradient.resize(static_cast<std::size_t>(run.rows * run.cols));
+        // A gradient may hold infinities (a sum can overflow); read it without the table's finite check.
+        {
+          if (H5Dread(gradient.dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, run.gradient.data()) < 0)
+            throw FileError(path, "/gradient",
+                            "cannot be read: the stored data do not match their checksum or cannot be "
+                            "decoded, so the file is damaged (HDF5: " +
+                                h5::error_text() + ")");
+        }
+        if (verify && gradient_sha256(run.gradient) != run.gradient_sha256) {
+          throw FileError(path, "/gradient",
+                          "does not match its SHA-256 (attribute gradient_sha256 = " + run.gradient_sha256 +
+                              "): the file is damaged, or its gradient was changed after the run wrote it");
+        }
+      }
 
-    std::int64_t n_counts = 0;
-    auto counts = detail::open_int_vector(file, path, "/counts", &n_counts);
-    if (n_counts != run.rows)
-      throw FileError(path, "/counts", "does not hold one count per row (" + std::to_string(run.rows) + ")");
-    run.counts.resize(static_cast<std::size_t>(run.rows));
-    detail::read_ints(counts, path, "/counts", 0, run.rows, run.counts.data());
+      std::int64_t n_counts = 0;
+      auto counts = detail::open_int_vector(file, path, "/counts", &n_counts);
+      if (n_counts != run.rows)
+        throw FileError(path, "/counts", "does not hold one count per row (" + std::to_string(run.rows) + ")");
+      run.counts.resize(static_cast<std::size_t>(run.rows));
+      detail::read_ints(counts, path, "/counts", 0, run.rows, run.counts.data());
+    }
 
     if (h5::exists(file, "/inputs")) {
       h5::Handle inputs = h5::group(H5Gopen2(file, "/inputs", H5P_DEFAULT));
@@ -302,7 +434,8 @@ RunFile read_run(std::string const& path, bool with_gradient, bool verify) {
 std::string read_run_gradient_sha256(std::string const& path) {
   return detail::reading(path, [&] {
     auto file = detail::open_for_reading(path);
-    detail::check_format(file, path, "kembed-run", 1, "run");
+    bool const sparse = tagged_sparse(file);
+    detail::check_format(file, path, sparse ? "kembed-sparse-run" : "kembed-run", 1, sparse ? "sparse run" : "run");
     return detail::required_string(file, path, "gradient_sha256");
   });
 }

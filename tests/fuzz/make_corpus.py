@@ -26,8 +26,10 @@ def k(*args):
 k("make-table", "--out", "table.h5", "--rows", "12", "--dim", "4", "--padding-idx", "0")
 k("make-batch", "--out", "batch.h5", "--zipf", "12", "--positions", "40", "--dim", "4")
 k("backward", "--table", "table.h5", "--batch", "batch.h5", "--out", "run.h5", "--run-id", "seed")
+k("backward", "--table", "table.h5", "--batch", "batch.h5", "--out", "run_sparse.h5", "--run-id", "seed", "--sparse")
 k("forward", "--table", "table.h5", "--ids", "batch.h5", "--out", "forward.h5")
-files = {"table": "table.h5", "batch": "batch.h5", "run": "run.h5", "forward": "forward.h5"}
+files = {"table": "table.h5", "batch": "batch.h5", "run": "run.h5", "run_sparse": "run_sparse.h5",
+         "forward": "forward.h5"}
 
 with h5py.File("table.h5") as t, h5py.File("checkpoint.h5", "w") as c:  # as kembed writes one
     for name, value in [("format", "kembed-checkpoint-1"), ("kembed_version", "0.1.0"), ("job_id", "seed"),

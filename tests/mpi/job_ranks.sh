@@ -20,7 +20,9 @@ same_datasets() {
   local summary
   summary=$(h5ls -r "$a/summary" | awk '$2 == "Dataset" {print "summary" $1}')
   [[ -n $summary ]] || { echo "job_ranks: $what: $a has no /summary" >&2; exit 1; }
-  for d in gradient counts $summary; do
+  local extra=""
+  h5ls "$a/rows" >/dev/null 2>&1 && extra=rows  # a sparse run's listed rows
+  for d in gradient counts $extra $summary; do
     h5dump -d "/$d" -b LE -o "a.${d//\//.}.bin" "$a" >/dev/null
     h5dump -d "/$d" -b LE -o "b.${d//\//.}.bin" "$b" >/dev/null
     if ! cmp -s "a.${d//\//.}.bin" "b.${d//\//.}.bin"; then
@@ -56,6 +58,10 @@ for plan in scan sort bucket auto; do
 done
 compare zipf-nopad --table t1001.h5 --batch zipf.h5 --no-padding
 compare zipf-pad-last --table t1001.h5 --batch zipf.h5 --padding-idx -1
+# Row-sparse runs: each rank lists its own rows; the file is the one process's
+# (rows, values, counts, summary), also with batch scaling and tiny microbatches.
+compare zipf-sparse --table t1001.h5 --batch zipf.h5 --sparse
+compare zipf-sparse-scaled --table t1001.h5 --batch zipf.h5 --sparse --scale-grad-by-freq batch --microbatch 7
 # scale_grad_by_freq: per call (each microbatch's counts, every rank's positions of
 # it) and per batch (a first pass, counts summed to the rows' owners).
 for mb in 7 4096; do

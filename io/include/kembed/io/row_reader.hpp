@@ -4,13 +4,14 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace kembed::io {
 
 class RowReader {
  public:
   // Opens `path`'s /gradient (a run file) or /weight (a table file); throws
-  // FileError on anything else.
+  // FileError on anything else. A sparse run reads as its dense gradient.
   explicit RowReader(std::string const& path);
   ~RowReader();
   RowReader(RowReader&&) noexcept;
@@ -20,6 +21,8 @@ class RowReader {
   // Rows [first, first + count) into `out` (count x cols floats), as stored (a
   // gradient may hold infinities). One thread at a time: HDF5 is not thread-safe.
   void read(std::int64_t first, std::int64_t count, float* out) const;
+  // A sparse run's listed rows (ascending); empty for anything else.
+  std::vector<std::int64_t> const& listed_rows() const noexcept;
 
  private:
   struct Impl;

@@ -16,6 +16,10 @@ struct Collective;  // an MPI communicator, in <kembed/io/collective.hpp>
 struct RowSlab;     // rows of a gradient and its counts, in <kembed/io/job_files.hpp>
 
 inline constexpr char const* run_format = "kembed-run-1";
+// A run whose gradient is row-sparse: the rows it lists and their values (docs/FORMAT.md).
+inline constexpr char const* sparse_run_format = "kembed-sparse-run-1";
+// Either kind of run file.
+inline bool is_run_format(std::string const& tag) { return tag == run_format || tag == sparse_run_format; }
 
 // The phases a run file's /timings holds, in the order kembed backward writes them.
 // exchange_seconds (part of backward_seconds) only where more than one MPI rank ran.
@@ -52,10 +56,33 @@ struct RunFile {
   std::string command_line_json = "[]";
   std::string configuration_json = "{}";
   std::int64_t rows = 0, cols = 0;
-  std::vector<float> gradient;       // rows x cols
+  std::vector<float> gradient;       // rows x cols (a sparse run's too, unlisted rows +0.0)
   std::vector<std::int64_t> counts;  // rows
   std::string gradient_sha256;       // of the gradient's little-endian bytes; set by write_run
+  // A sparse run file's: the rows it lists (ascending). Empty for a dense run.
+  bool sparse = false;
+  std::vector<std::int64_t> listed_rows;
 };
+
+// A sparse run's listed rows held by this process: entries [first, first + count)
+// of the file's `total` listed rows, all within the table rows [row_begin, row_end)
+// this process owns (one process: [0, V); the ranks' ranges cover V in rank order).
+struct SparseSlab {
+  std::int64_t first = 0, count = 0, total = 0;
+  std::int64_t row_begin = 0, row_end = 0;
+  std::int64_t const* rows = nullptr;    // count, ascending, global row numbers
+  float const* values = nullptr;         // count x cols
+  std::int64_t const* counts = nullptr;  // count
+};
+
+// SHA-256 of a sparse gradient as a sparse run file stores it: each listed row as its
+// row number (int64) and its cols float32 values, little-endian, rows ascending.
+std::string sparse_gradient_sha256(std::int64_t const* rows, float const* values, std::int64_t n, std::int64_t cols);
+// Writes a sparse run file (`run`'s gradient and counts unused; gradient_sha256, of
+// every rank's records in rank order, must be set). With `collective`, every rank
+// calls it with the same `run` and its own slab. The summary is the dense gradient's.
+void write_sparse_run(std::string const& path, RunFile const& run, SparseSlab const& mine,
+                      SaveOptions const& options = {}, Collective const* collective = nullptr);
 
 // Crash-safe, as save_table. Computes and stores gradient_sha256.
 void write_run(std::string const& path, RunFile const& run, SaveOptions const& options = {});
@@ -70,7 +97,8 @@ void write_run(std::string const& path, RunFile const& run, RowSlab const& mine,
 // published. A job writes its gradient this way while its inputs are still hashed.
 void write_run(std::string const& path, RunFile const& run, RowSlab const& all, SaveOptions const& options,
                std::function<void(RunFile&)> const& complete);
-// Reads everything; refuses a gradient whose bytes no longer match its SHA-256.
+// Reads everything; refuses a gradient whose bytes no longer match its SHA-256. A
+// sparse run file reads as its dense gradient and counts (with `listed_rows`).
 // With `with_gradient` false the gradient is left empty (and not read at all);
 // with `verify` false its SHA-256 is not recomputed (a viewer may do it later).
 RunFile read_run(std::string const& path, bool with_gradient = true, bool verify = true);

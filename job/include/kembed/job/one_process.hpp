@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <exception>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kembed::io {
@@ -27,6 +28,7 @@ class OneProcess {
   }
   std::string broadcast(std::string const& text) const { return text; }
   std::int64_t sum(std::int64_t value) const { return value; }
+  std::int64_t sum_before(std::int64_t) const { return 0; }
   std::string sha256_in_rank_order(void const* mine, std::size_t bytes) const { return io::sha256_hex(mine, bytes); }
   // Per-row counts of every rank's positions (V entries each), summed: this rank's rows.
   std::vector<std::int64_t> sum_rows(std::vector<std::int64_t> counts, std::int64_t, std::int64_t) const {
@@ -39,6 +41,7 @@ class OneProcess {
    public:
     using matrix_type = typename Embedding<ExecutionSpace>::matrix_type;
     using batch_counts_type = typename Embedding<ExecutionSpace>::batch_counts_type;
+    using sparse_type = typename Embedding<ExecutionSpace>::sparse_type;
     Layer(OneProcess const&, ExecutionSpace const& space, std::int64_t rows, std::int64_t cols,
           Options const& options)
         : layer_(Embedding<ExecutionSpace>::backward_only(space, rows, cols, options)) {}
@@ -54,16 +57,29 @@ class OneProcess {
     void backward(ExecutionSpace const& space, std::int64_t const* ids, float const* dy, std::int64_t n,
                   matrix_type const& grad, std::int64_t* tally,
                   batch_counts_type const& batch_counts) const {
+      auto const in = upload(ids, dy, n, tally);
+      layer_.backward(space, in.first, in.second, grad, grad, {}, batch_counts);
+    }
+    // The same into a row-sparse gradient, continuing `carry`; returns the new one.
+    sparse_type backward_sparse(ExecutionSpace const& space, std::int64_t const* ids, float const* dy, std::int64_t n,
+                                sparse_type const& carry, std::int64_t* tally,
+                                batch_counts_type const& batch_counts) const {
+      auto const in = upload(ids, dy, n, tally);
+      return layer_.backward_sparse(space, in.first, in.second, carry, batch_counts);
+    }
+
+   private:
+    // The positions in the space's memory; each row's occurrences added to `tally`.
+    std::pair<typename Embedding<ExecutionSpace>::ids64_type, typename Embedding<ExecutionSpace>::const_matrix_type>
+    upload(std::int64_t const* ids, float const* dy, std::int64_t n, std::int64_t* tally) const {
       using memory = typename ExecutionSpace::memory_space;
       Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> ids_h(ids, n);
       Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> dy_h(
           dy, n, layer_.embedding_dim());
-      layer_.backward(space, Kokkos::create_mirror_view_and_copy(memory(), ids_h),
-                      Kokkos::create_mirror_view_and_copy(memory(), dy_h), grad, grad, {}, batch_counts);
       for (std::int64_t p = 0; p < n; ++p) ++tally[ids[p]];
+      return {Kokkos::create_mirror_view_and_copy(memory(), ids_h), Kokkos::create_mirror_view_and_copy(memory(), dy_h)};
     }
 
-   private:
     Embedding<ExecutionSpace> layer_;
   };
 };

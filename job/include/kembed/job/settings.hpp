@@ -20,6 +20,7 @@ struct BackwardSettings {
   std::optional<FreqScale> scale_grad_by_freq;  // default: the table file's
   std::optional<std::int64_t> padding_idx;  // overrides the table file's
   bool no_padding = false;
+  bool sparse = false;  // a row-sparse run file (also when the table file asks for one)
   std::int64_t checkpoint_every = 0;  // positions; 0: no checkpoints
   std::string checkpoint;             // default: <out>.checkpoint
   bool resume = false;

@@ -75,6 +75,7 @@ class ShardedEmbedding {
   using matrix_type = typename Local::matrix_type;
   using counts_type = typename Local::counts_type;
   using batch_counts_type = typename Local::batch_counts_type;
+  using sparse_type = typename Local::sparse_type;
 
   // Collective. `local_rows` holds this rank's rows of the (V, d) table
   // (rows_of(V, ranks, rank)), row-major. Options are the one-process layer's; the
@@ -163,48 +164,30 @@ class ShardedEmbedding {
                 counts_type const& counts = {}, std::int64_t* tally = nullptr,
                 batch_counts_type const& batch_counts = {}) const {
     auto const d = config_.embedding_dim;
-    std::string error;
-    std::int64_t t = 0;
-    try {
-      t = slab_size(ids.shape());  // a rank's slab may be empty; the batch may not
-      if (dy.shape != ids.shape().appended(d))
-        throw InvalidArgument("dy", "dy has shape " + dy.shape.str() + ", want " + ids.shape().appended(d).str() +
-                                        " (ids.shape + (embedding_dim,))");
-      if (t > 0 && (!ids.data() || !dy.data)) throw InvalidArgument("ids", "ids or dy has no data (a null pointer)");
-      if (std::int64_t(grad.extent(0)) != rows_.size() || std::int64_t(grad.extent(1)) != d)
-        throw InvalidArgument(
-            "grad", "grad must be this rank's rows: (" + std::to_string(rows_.size()) + ", " + std::to_string(d) + ")");
-    } catch (Error const& e) {
-      error = std::string(e.what()).substr(8);  // without "kembed: "
-    }
-    auto const global = checked_slab(ids, dy.data, error);
+    std::string const bad_grad =
+        std::int64_t(grad.extent(0)) != rows_.size() || std::int64_t(grad.extent(1)) != d
+            ? "grad must be this rank's rows: (" + std::to_string(rows_.size()) + ", " + std::to_string(d) + ")"
+            : "";
+    exchange_and_fold(ids, dy, tally, bad_grad,
+                      [&](std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy, std::int64_t n) {
+                        fold(recv_ids, recv_dy, n, grad, accumulate, counts, batch_counts);
+                      });
+  }
 
-    // Positions to their rows' owners, in ascending position order per owner.
-    auto const t_exchange = std::chrono::steady_clock::now();
-    auto const route = route_of(global);
-    auto recv_ids = exchange_ids(route, global);
-    std::int64_t const received = route.received;
-    std::vector<float> send_dy(static_cast<std::size_t>(t * d)), recv_dy(static_cast<std::size_t>(received * d));
-    for (std::int64_t p = 0; p < t; ++p)
-      std::copy_n(dy.data + p * d, d, send_dy.data() + route.slot[std::size_t(p)] * d);
-    exchange_rows(send_dy, route.send_rows, route.send_at, recv_dy, route.recv_rows, route.recv_at, "dy");
-    auto const t_fold = std::chrono::steady_clock::now();
-    std::int64_t const away = t - route.send_rows[std::size_t(rank_)];
-    traffic_.rows_sent += away;
-    traffic_.bytes_sent += away * (std::int64_t(sizeof(std::int64_t)) + d * std::int64_t(sizeof(float)));
-    traffic_.exchange_seconds += std::chrono::duration<double>(t_fold - t_exchange).count();
-    // Ids and dy were checked on every rank, so this fails only as the one-process
-    // layer would fail on its own (out of memory); still, every rank hears of it.
-    if (tally)
-      for (auto const id : recv_ids) ++tally[id - rows_.begin];
-    try {
-      // A rank without rows gets nothing.
-      if (layer_) fold(recv_ids, recv_dy, received, grad, accumulate, counts, batch_counts);
-    } catch (Error const& e) {
-      error = std::string(e.what()).substr(8);
-    }
-    traffic_.fold_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_fold).count();
-    agree_on(error);
+  // Collective. As backward, for a row-sparse gradient of this rank's rows: `carry`
+  // (row numbers local to this rank, as the result's; empty: none) is continued and
+  // not changed; returns the new gradient (Embedding::backward_sparse's).
+  sparse_type backward_sparse(IdsRef const& ids, FloatsRef const& dy, sparse_type const& carry,
+                              std::int64_t* tally = nullptr, batch_counts_type const& batch_counts = {}) const {
+    sparse_type out = carry;
+    exchange_and_fold(ids, dy, tally, "",
+                      [&](std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy, std::int64_t n) {
+                        if (n == 0) return;  // no term for this rank's rows in this call
+                        auto const in = upload(recv_ids, recv_dy, n);
+                        out = layer_->backward_sparse(space_, in.first, in.second, carry, batch_counts);
+                        space_.fence();
+                      });
+    return out;
   }
 
   // Collective. The forward of this rank's positions: each id is sent to its row's
@@ -300,24 +283,80 @@ class ShardedEmbedding {
     detail::check(status, (std::string("MPI_Alltoallv (") + what + ")").c_str());
   }
 
+  // Checks a call (`bad_output`: the caller's objection to its output, or empty),
+  // sends each position to its row's owner, adds the received rows' occurrences to
+  // `tally`, and lets `fold` fold what arrived (on a rank with rows); every rank
+  // throws the first rank's error, or none does.
+  template <class Fold>
+  void exchange_and_fold(IdsRef const& ids, FloatsRef const& dy, std::int64_t* tally, std::string const& bad_output,
+                         Fold&& fold_received) const {
+    auto const d = config_.embedding_dim;
+    std::string error;
+    std::int64_t t = 0;
+    try {
+      t = slab_size(ids.shape());  // a rank's slab may be empty; the batch may not
+      if (dy.shape != ids.shape().appended(d))
+        throw InvalidArgument("dy", "dy has shape " + dy.shape.str() + ", want " + ids.shape().appended(d).str() +
+                                        " (ids.shape + (embedding_dim,))");
+      if (t > 0 && (!ids.data() || !dy.data)) throw InvalidArgument("ids", "ids or dy has no data (a null pointer)");
+      if (!bad_output.empty()) throw InvalidArgument("grad", bad_output);
+    } catch (Error const& e) {
+      error = std::string(e.what()).substr(8);  // without "kembed: "
+    }
+    auto const global = checked_slab(ids, dy.data, error);
+
+    // Positions to their rows' owners, in ascending position order per owner.
+    auto const t_exchange = std::chrono::steady_clock::now();
+    auto const route = route_of(global);
+    auto recv_ids = exchange_ids(route, global);
+    std::int64_t const received = route.received;
+    std::vector<float> send_dy(static_cast<std::size_t>(t * d)), recv_dy(static_cast<std::size_t>(received * d));
+    for (std::int64_t p = 0; p < t; ++p)
+      std::copy_n(dy.data + p * d, d, send_dy.data() + route.slot[std::size_t(p)] * d);
+    exchange_rows(send_dy, route.send_rows, route.send_at, recv_dy, route.recv_rows, route.recv_at, "dy");
+    auto const t_fold = std::chrono::steady_clock::now();
+    std::int64_t const away = t - route.send_rows[std::size_t(rank_)];
+    traffic_.rows_sent += away;
+    traffic_.bytes_sent += away * (std::int64_t(sizeof(std::int64_t)) + d * std::int64_t(sizeof(float)));
+    traffic_.exchange_seconds += std::chrono::duration<double>(t_fold - t_exchange).count();
+    // Ids and dy were checked on every rank, so this fails only as the one-process
+    // layer would fail on its own (out of memory); still, every rank hears of it.
+    if (tally)
+      for (auto const id : recv_ids) ++tally[id - rows_.begin];
+    try {
+      if (layer_) fold_received(recv_ids, recv_dy, received);  // a rank without rows gets nothing
+    } catch (Error const& e) {
+      error = std::string(e.what()).substr(8);
+    }
+    traffic_.fold_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_fold).count();
+    agree_on(error);
+  }
+
+  // What arrived, as this rank's local rows, in the space's memory.
+  std::pair<typename Local::ids64_type, typename Local::const_matrix_type> upload(
+      std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy, std::int64_t received) const {
+    for (auto& id : recv_ids) id -= rows_.begin;
+    Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> ids_h(recv_ids.data(),
+                                                                                        recv_ids.size());
+    Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> dy_h(
+        recv_dy.data(), received, config_.embedding_dim);
+    return {Kokkos::create_mirror_view_and_copy(memory_space(), ids_h),
+            Kokkos::create_mirror_view_and_copy(memory_space(), dy_h)};
+  }
+
   // The owner's part: what it received, in ascending global position order per row.
   void fold(std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy, std::int64_t received,
             matrix_type const& grad, bool accumulate, counts_type const& counts,
             batch_counts_type const& batch_counts) const {
-    auto const d = config_.embedding_dim;
     if (received == 0) {  // no term for this rank's rows in this call
       if (!accumulate) Kokkos::deep_copy(space_, grad, 0.0f);
       if (counts.data() != nullptr) Kokkos::deep_copy(space_, counts, std::int64_t{0});
       space_.fence();
       return;
     }
-    for (auto& id : recv_ids) id -= rows_.begin;
-    Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> ids_h(recv_ids.data(),
-                                                                                        recv_ids.size());
-    Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> dy_h(recv_dy.data(),
-                                                                                                      received, d);
-    typename Local::ids64_type const ids_d = Kokkos::create_mirror_view_and_copy(memory_space(), ids_h);
-    typename Local::const_matrix_type const dy_d = Kokkos::create_mirror_view_and_copy(memory_space(), dy_h);
+    auto const in = upload(recv_ids, recv_dy, received);
+    auto const& ids_d = in.first;
+    auto const& dy_d = in.second;
     layer_->backward(space_, ids_d, dy_d, grad,
                      accumulate ? typename Local::const_matrix_type(grad) : typename Local::const_matrix_type(),
                      counts, batch_counts);

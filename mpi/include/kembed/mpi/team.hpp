@@ -55,6 +55,13 @@ class Team {
     return total;
   }
 
+  // The sum of `value` over the ranks before this one (0 on the first).
+  std::int64_t sum_before(std::int64_t value) const {
+    std::int64_t before = 0;
+    detail::check(MPI_Exscan(&value, &before, 1, MPI_INT64_T, MPI_SUM, comm()), "MPI_Exscan");
+    return rank_ == 0 ? 0 : before;  // MPI leaves the first rank's undefined
+  }
+
   // Per-row counts of each rank's positions (V entries on every rank), summed over
   // the ranks: returns this rank's rows [first_row, first_row + rows) of the sum.
   std::vector<std::int64_t> sum_rows(std::vector<std::int64_t> const& counts, std::int64_t first_row,
@@ -120,6 +127,7 @@ class Team {
    public:
     using matrix_type = typename ShardedEmbedding<ExecutionSpace>::matrix_type;
     using batch_counts_type = typename ShardedEmbedding<ExecutionSpace>::batch_counts_type;
+    using sparse_type = typename ShardedEmbedding<ExecutionSpace>::sparse_type;
     Layer(Team const& team, ExecutionSpace const& space, std::int64_t rows, std::int64_t cols,
           Options const& options)
         : sharded_(ShardedEmbedding<ExecutionSpace>::backward_only(team.comm(), space, rows, cols, options)) {}
@@ -136,6 +144,13 @@ class Team {
                   batch_counts_type const& batch_counts) const {
       auto const d = config().embedding_dim;
       sharded_.backward(IdsRef(ids, Shape{n}), FloatsRef(dy, Shape{n, d}), grad, true, {}, tally, batch_counts);
+    }
+    // The same into a row-sparse gradient of this rank's rows (local row numbers).
+    sparse_type backward_sparse(ExecutionSpace const&, std::int64_t const* ids, float const* dy, std::int64_t n,
+                                sparse_type const& carry, std::int64_t* tally,
+                                batch_counts_type const& batch_counts) const {
+      auto const d = config().embedding_dim;
+      return sharded_.backward_sparse(IdsRef(ids, Shape{n}), FloatsRef(dy, Shape{n, d}), carry, tally, batch_counts);
     }
 
    private:

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <future>
 #include <memory>
@@ -66,12 +67,13 @@ class BackwardJob {
     if (s_.plan) options.plan = *s_.plan;
     if (s_.mode) options.mode = *s_.mode;
     options.scale_grad_by_freq = s_.scale_grad_by_freq.value_or(table.config.scale_grad_by_freq);
-    // The library has it; the job's run files, checkpoints and MPI ranks do not yet.
-    if (table.config.sparse)
+    // A row-sparse run (docs/FORMAT.md) carries only the rows it has seen.
+    bool const sparse = s_.sparse || table.config.sparse;
+    if (sparse && (s_.checkpoint_every > 0 || s_.resume))
       together([&] {
-        throw Unsupported("sparse", s_.table +
-                                        " asks for a row-sparse gradient, which kembed backward does not write yet "
-                                        "(Embedding::backward_sparse does); make the table without --sparse");
+        throw Unsupported("checkpoint-every",
+                          "a row-sparse run (--sparse, or a table that asks for one) writes no checkpoints yet; "
+                          "run it without --checkpoint-every and --resume");
       });
     auto const v = table.config.num_embeddings, d = table.config.embedding_dim;
     std::optional<Layer> layer;
@@ -130,7 +132,10 @@ class BackwardJob {
     std::string const scale_name(to_string(scale));
 
     // The gradient (this rank's rows) starts at +0.0 and every call continues it in place.
-    matrix_type grad("kembed::job::gradient", rows, d);
+    // A sparse run holds only the rows it has seen: no (rows, d) gradient at all.
+    matrix_type grad;
+    if (!sparse) grad = matrix_type("kembed::job::gradient", rows, d);
+    typename Layer::sparse_type carry;
     std::vector<std::int64_t> counts(static_cast<std::size_t>(rows), 0);
     std::int64_t position = 0, microbatches = 0;
     double resumed_elapsed = 0;
@@ -218,8 +223,12 @@ class BackwardJob {
         for (std::int64_t k = position; k < position + n_block; k += call) {
           std::int64_t const n = std::min(call, position + n_block - k);
           std::int64_t const lo = std::clamp(k, a, b), hi = std::clamp(k + n, a, b);  // this rank's part
-          layer->backward(space_, blk.ids.data() + (lo - a), blk.dy.data() + (lo - a) * d, hi - lo, grad,
-                          counts.data(), batch_counts);
+          if (sparse)
+            carry = layer->backward_sparse(space_, blk.ids.data() + (lo - a), blk.dy.data() + (lo - a) * d, hi - lo,
+                                           carry, counts.data(), batch_counts);
+          else
+            layer->backward(space_, blk.ids.data() + (lo - a), blk.dy.data() + (lo - a) * d, hi - lo, grad,
+                            counts.data(), batch_counts);
           microbatches += (n + s_.microbatch - 1) / s_.microbatch;  // as the split would have had
         }
         space_.fence();
@@ -279,6 +288,7 @@ class BackwardJob {
                         ? std::string(to_string(layer->plan_for(std::min(s_.microbatch, t))))
                     : layer->config().mode == Mode::deterministic ? "sort"
                                                                   : "atomic";
+    if (sparse) run.plan_used = "sparse";
     run.plan_used = team_.broadcast(run.plan_used);  // the first rank's, on every rank
     run.numeric_mode = mode;
     run.scale_grad_by_freq = scale_name;
@@ -292,7 +302,7 @@ class BackwardJob {
     run.configuration_json = settings_json(s_, layer->config(), backend, threads, team_.size(), resumed_from);
     log("kembed backward: hashing the gradient and writing " + s_.out);
     auto const g = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
-    run.gradient_sha256 = team_.sha256_in_rank_order(g.data(), g.size() * sizeof(float));
+    if (!sparse) run.gradient_sha256 = team_.sha256_in_rank_order(g.data(), g.size() * sizeof(float));
     // The inputs and the timings, once the inputs are hashed.
     double hash_wait_s = 0;
     auto complete = [&](io::RunFile& r) {
@@ -309,7 +319,9 @@ class BackwardJob {
     io::SaveOptions save;
     save.deflate = s_.deflate;
     io::RowSlab const slab{first_row, rows, g.data(), counts.data()};
-    if (late_header) {
+    if (sparse) {
+      write_sparse(run, carry, counts, first_row, rows, save, complete);
+    } else if (late_header) {
       io::write_run(s_.out, run, slab, save, complete);
     } else {
       complete(run);
@@ -375,6 +387,33 @@ class BackwardJob {
   std::pair<std::int64_t, std::int64_t> part(std::int64_t first, std::int64_t n) const {
     auto const at = [&](int r) { return first + n / team_.size() * r + std::min<std::int64_t>(r, n % team_.size()); };
     return {at(team_.rank()), at(team_.rank() + 1)};
+  }
+
+  // Writes a sparse run: this rank's listed rows (global numbers) with their counts
+  // over the whole job, at their place among every rank's, after the records' digest.
+  template <class Complete>
+  void write_sparse(io::RunFile& run, typename Layer::sparse_type const& carry,
+                    std::vector<std::int64_t> const& counts, std::int64_t first_row, std::int64_t rows,
+                    io::SaveOptions const& save, Complete&& complete) const {
+    auto const d = run.cols;
+    auto const local = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), carry.rows);
+    auto const values = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), carry.values);
+    std::int64_t const n = local.extent(0);
+    std::vector<std::int64_t> listed(static_cast<std::size_t>(n)), listed_counts(listed.size());
+    std::vector<unsigned char> records(static_cast<std::size_t>(n * (8 + 4 * d)));
+    for (std::int64_t i = 0; i < n; ++i) {
+      listed[std::size_t(i)] = local(i) + first_row;
+      listed_counts[std::size_t(i)] = counts[std::size_t(local(i))];
+      unsigned char* at = records.data() + i * (8 + 4 * d);
+      std::memcpy(at, &listed[std::size_t(i)], 8);
+      std::memcpy(at + 8, values.data() + i * d, static_cast<std::size_t>(4 * d));
+    }
+    run.gradient_sha256 = team_.sha256_in_rank_order(records.data(), records.size());
+    std::int64_t const total = team_.sum(n), first = team_.sum_before(n);
+    complete(run);
+    io::SparseSlab const slab{first, n, total, first_row, first_row + rows, listed.data(), values.data(),
+                              listed_counts.data()};
+    together([&] { io::write_sparse_run(s_.out, run, slab, save, team_.collective()); });
   }
 
   // Counts every row's occurrences in the batch: each rank reads its part of the ids
