@@ -905,6 +905,28 @@ TEST_F(Io, SparseRunFilesReadAsTheirDenseGradient) {
     EXPECT_TRUE(same_bits(sa.levels[l].max, sb.levels[l].max)) << l;
     EXPECT_TRUE(same_bits(sa.levels[l].max_abs, sb.levels[l].max_abs)) << l;
   }
+  // A sparse checkpoint: each reader gets the listed rows within its row range.
+  io::Checkpoint ckpt;
+  ckpt.job_id = "sparse", ckpt.position = 10, ckpt.microbatches = 1, ckpt.microbatch_size = 10;
+  ckpt.table_sha256 = ckpt.batch_sha256 = std::string(64, '0');
+  ckpt.plan = "auto", ckpt.numeric_mode = "identical", ckpt.rows = v, ckpt.cols = d;
+  io::write_checkpoint(path("sparse.ckpt"), ckpt, slab);
+  for (auto [first, count] : {std::pair<std::int64_t, std::int64_t>{0, v}, {100, 150}, {4, 2}}) {
+    auto const part = io::read_checkpoint(path("sparse.ckpt"), true, first, count);
+    EXPECT_TRUE(part.sparse);
+    std::vector<std::int64_t> want_rows;
+    std::vector<float> want_values;
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      if (rows[i] >= first && rows[i] < first + count) {
+        want_rows.push_back(rows[i]);
+        want_values.insert(want_values.end(), values.begin() + std::int64_t(i) * d, values.begin() + std::int64_t(i + 1) * d);
+      }
+    EXPECT_EQ(part.listed_rows, want_rows) << first;
+    EXPECT_TRUE(same_bits(part.gradient, want_values)) << first;
+    EXPECT_EQ(part.counts.size(), want_rows.size());
+  }
+  EXPECT_FALSE(io::read_checkpoint(path("sparse.ckpt"), false).sparse) << "attributes only: no rows read";
+
   // Refused: rows not ascending, a wrong digest length; nothing written.
   auto bad_rows = rows;
   std::swap(bad_rows[0], bad_rows[1]);

@@ -5,6 +5,7 @@
 #include <kembed/io/error.hpp>
 #include <kembed/io/job_files.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -167,6 +168,26 @@ void ForwardWriter::commit() {
 
 // ---- checkpoints ------------------------------------------------------------------
 
+namespace {
+// A checkpoint's attributes (docs/FORMAT.md), dense or sparse.
+void write_checkpoint_attributes(hid_t root, Checkpoint const& c) {
+  detail::write_identity(root, checkpoint_format);
+  h5::write_string(root, "job_id", c.job_id);
+  h5::write_int64(root, "position", c.position);
+  h5::write_int64(root, "microbatches", c.microbatches);
+  h5::write_int64(root, "microbatch_size", c.microbatch_size);
+  h5::write_string(root, "table_sha256", c.table_sha256);
+  h5::write_string(root, "batch_sha256", c.batch_sha256);
+  h5::write_string(root, "plan", c.plan);
+  h5::write_string(root, "numeric_mode", c.numeric_mode);
+  if (c.scale_grad_by_freq != "none") h5::write_string(root, "scale_grad_by_freq", c.scale_grad_by_freq);
+  h5::write_int64(root, "padding_idx", c.padding_idx);
+  h5::write_double(root, "elapsed_seconds", c.elapsed_seconds);
+  h5::write_int64(root, "num_embeddings", c.rows);
+  h5::write_int64(root, "embedding_dim", c.cols);
+}
+}  // namespace
+
 void write_checkpoint(std::string const& path, Checkpoint const& c) {
   if (std::int64_t(c.gradient.size()) != c.rows * c.cols || std::int64_t(c.counts.size()) != c.rows)
     throw InvalidArgument("checkpoint", "the checkpoint's gradient and counts do not have its shape");
@@ -180,27 +201,61 @@ void write_checkpoint(std::string const& path, Checkpoint const& c, RowSlab cons
     throw InvalidArgument("checkpoint", "rows [" + std::to_string(mine.first) + ", +" + std::to_string(mine.count) +
                                             ") are not rows of the checkpoint's " + std::to_string(c.rows) +
                                             ", or have no data");
-  auto header = [&](hid_t root) {
-    detail::write_identity(root, checkpoint_format);
-    h5::write_string(root, "job_id", c.job_id);
-    h5::write_int64(root, "position", c.position);
-    h5::write_int64(root, "microbatches", c.microbatches);
-    h5::write_int64(root, "microbatch_size", c.microbatch_size);
-    h5::write_string(root, "table_sha256", c.table_sha256);
-    h5::write_string(root, "batch_sha256", c.batch_sha256);
-    h5::write_string(root, "plan", c.plan);
-    h5::write_string(root, "numeric_mode", c.numeric_mode);
-    if (c.scale_grad_by_freq != "none") h5::write_string(root, "scale_grad_by_freq", c.scale_grad_by_freq);
-    h5::write_int64(root, "padding_idx", c.padding_idx);
-    h5::write_double(root, "elapsed_seconds", c.elapsed_seconds);
-    h5::write_int64(root, "num_embeddings", c.rows);
-    h5::write_int64(root, "embedding_dim", c.cols);
-  };
+  auto header = [&](hid_t root) { write_checkpoint_attributes(root, c); };
   detail::write_slabs(path, "writing the checkpoint failed, the previous one stays", header,
                       {detail::float_rows("gradient", c.rows, c.cols, mine.gradient),
                        detail::int64_rows("counts", c.rows, mine.counts)},
                       mine, SaveOptions{}, collective);
 }
+
+void write_checkpoint(std::string const& path, Checkpoint const& c, SparseSlab const& mine,
+                      Collective const* collective) {
+  detail::check_padding_to_store("the checkpoint", c.padding_idx, c.rows);
+  if (mine.first < 0 || mine.count < 0 || mine.total < 1 || mine.first > mine.total ||
+      mine.count > mine.total - mine.first || (mine.count > 0 && (!mine.rows || !mine.values || !mine.counts)))
+    throw InvalidArgument("checkpoint", "listed rows [" + std::to_string(mine.first) + ", +" +
+                                            std::to_string(mine.count) + ") of " + std::to_string(mine.total) +
+                                            " are not a slab of a sparse checkpoint, or have no data");
+  auto header = [&](hid_t root) {
+    write_checkpoint_attributes(root, c);
+    h5::write_int64(root, "listed_rows", mine.total);
+  };
+  detail::write_slabs(path, "writing the checkpoint failed, the previous one stays", header,
+                      {detail::int64_rows("rows", mine.total, mine.rows),
+                       detail::float_rows("gradient", mine.total, c.cols, mine.values),
+                       detail::int64_rows("counts", mine.total, mine.counts)},
+                      RowSlab{mine.first, mine.count, mine.values, mine.counts}, SaveOptions{}, collective);
+}
+
+namespace {
+// A sparse checkpoint's listed rows within [first_row, first_row + row_count).
+void read_sparse_checkpoint(hid_t file, std::string const& path, Checkpoint& c, std::int64_t first_row,
+                            std::int64_t row_count) {
+  auto const n = detail::required_int64(file, path, "listed_rows");
+  std::int64_t n_rows = 0, n_counts = 0;
+  auto rows = detail::open_int_vector(file, path, "/rows", &n_rows);
+  auto counts = detail::open_int_vector(file, path, "/counts", &n_counts);
+  auto g = detail::open_float_matrix(file, path, "/gradient", false);
+  if (n < 0 || n > c.rows || n_rows != n || n_counts != n || g.rows != n || g.cols != c.cols)
+    throw FileError(path, "/rows", "and /gradient, /counts do not hold listed_rows = " + std::to_string(n) +
+                                       " entries of the checkpoint's shape");
+  std::vector<std::int64_t> all(static_cast<std::size_t>(n));
+  if (n > 0) detail::read_ints(rows, path, "/rows", 0, n, all.data());
+  for (std::int64_t i = 0; i < n; ++i)
+    if (all[std::size_t(i)] < 0 || all[std::size_t(i)] >= c.rows || (i > 0 && all[std::size_t(i)] <= all[std::size_t(i - 1)]))
+      throw FileError(path, "/rows", "entry " + std::to_string(i) + " is not ascending within [0, " +
+                                         std::to_string(c.rows) + ")");
+  auto const k0 = std::lower_bound(all.begin(), all.end(), first_row) - all.begin();
+  auto const k1 = std::lower_bound(all.begin(), all.end(), first_row + row_count) - all.begin();
+  c.sparse = true;
+  c.listed_rows.assign(all.begin() + k0, all.begin() + k1);
+  c.gradient.resize(static_cast<std::size_t>((k1 - k0) * c.cols));
+  c.counts.resize(static_cast<std::size_t>(k1 - k0));
+  if (k1 == k0) return;
+  detail::read_rows(g, path, "/gradient", k0, k1 - k0, c.gradient.data(), false);
+  detail::read_ints(counts, path, "/counts", k0, k1 - k0, c.counts.data());
+}
+}  // namespace
 
 Checkpoint read_checkpoint(std::string const& path, bool with_data, std::int64_t first_row, std::int64_t row_count) {
   return detail::reading(path, [&] {
@@ -227,6 +282,10 @@ Checkpoint read_checkpoint(std::string const& path, bool with_data, std::int64_t
       throw InvalidArgument("rows", "rows [" + std::to_string(first_row) + ", +" + std::to_string(row_count) +
                                         ") are not within the checkpoint's " + std::to_string(c.rows) + " rows (" +
                                         path + ")");
+    if (h5::has_attribute(file, "listed_rows")) {
+      read_sparse_checkpoint(file, path, c, first_row, row_count);
+      return c;
+    }
     auto g = detail::open_float_matrix(file, path, "/gradient", false);
     if (g.rows != c.rows || g.cols != c.cols)
       throw FileError(path, "/gradient", "does not match the attributes' shape");

@@ -100,7 +100,7 @@ std::string remove_own_checkpoint(std::string const& path, std::string const& jo
 void check_resumable(io::Checkpoint const& c, std::string const& path, io::InputIdentity const& table,
                      io::InputIdentity const& batch, std::int64_t rows, std::int64_t cols, std::string const& mode,
                      std::int64_t padding_idx, std::int64_t microbatch, std::int64_t positions,
-                     std::string const& scale) {
+                     std::string const& scale, bool sparse) {
   auto mismatch = [&](std::string const& what) {
     throw io::FileError(path, "",
                         "belongs to another job (" + what + "); remove it, or give this job another --checkpoint path");
@@ -112,6 +112,9 @@ void check_resumable(io::Checkpoint const& c, std::string const& path, io::Input
   if (c.scale_grad_by_freq != scale)
     mismatch("it ran with scale_grad_by_freq " + c.scale_grad_by_freq + ", this job with " + scale);
   if (c.padding_idx != padding_idx) mismatch("its padding_idx differs");
+  if (c.sparse != sparse)
+    mismatch(std::string("it holds a ") + (c.sparse ? "row-sparse" : "dense") + " gradient, this job a " +
+             (sparse ? "row-sparse" : "dense") + " one");
   // The identical fold does not depend on the split; the deterministic tree does.
   if (mode != "identical" && c.microbatch_size != microbatch)
     mismatch("mode " + mode + " needs the same --microbatch (" + std::to_string(c.microbatch_size) + ")");

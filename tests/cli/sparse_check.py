@@ -6,7 +6,8 @@
 - kembed diff calls the sparse and the dense run identical; info says sparse;
 - any --microbatch gives the same file contents; a table that asks for sparse gets it;
 - with padding and scale_grad_by_freq=batch as well;
-- --sparse with --checkpoint-every is refused and writes nothing.
+- a sparse job killed after its checkpoints and resumed gives the same file
+  contents as one never interrupted; a dense job does not resume a sparse checkpoint.
 """
 import hashlib
 import os
@@ -71,10 +72,34 @@ for extra in ([], ["--scale-grad-by-freq", "batch"]):
 info = run("info", f"{work}/sp_sparse_plain_1.h5").stdout
 if "rows listed" not in info:
     failures.append("info does not say the run is sparse")
-r = run("backward", "--table", f"{work}/sp_t.h5", "--batch", f"{work}/sp_b.h5", "--out", f"{work}/sp_ckpt.h5", "--sparse",
-        "--checkpoint-every", "1000", ok=False)
-if r.returncode != 2 or "writes no checkpoints yet" not in r.stderr or os.path.exists(f"{work}/sp_ckpt.h5"):
-    failures.append(f"--sparse --checkpoint-every: {r.returncode} {r.stderr}")
+# Killed (KEMBED_TEST_KILL_AT: after the third block of 70,000, when the first
+# checkpoint is surely written) and resumed.
+run("make-batch", "--out", f"{work}/sp_big.h5", "--zipf", "5000", "--positions", "300000", "--dim", "6", "--seed", "9")
+common = ["backward", "--table", f"{work}/sp_t.h5", "--batch", f"{work}/sp_big.h5", "--sparse", "--microbatch", "70000"]
+run(*common, "--out", f"{work}/sp_whole.h5")
+for stale in (f"{work}/sp_resumed.h5", f"{work}/sp_resumed.h5.checkpoint"):
+    if os.path.exists(stale):
+        os.remove(stale)
+killed = subprocess.run([kembed, "-q", *common, "--out", f"{work}/sp_resumed.h5", "--checkpoint-every", "70000"],
+                        env=os.environ | {"KEMBED_TEST_KILL_AT": "0:210000"}, capture_output=True)
+if killed.returncode == 0 or not os.path.exists(f"{work}/sp_resumed.h5.checkpoint"):
+    failures.append(f"the killed sparse job: exit {killed.returncode}, checkpoint left: "
+                    f"{os.path.exists(f'{work}/sp_resumed.h5.checkpoint')}")
+dense_resume = run("backward", "--table", f"{work}/sp_t.h5", "--batch", f"{work}/sp_big.h5", "--microbatch", "70000",
+                   "--out", f"{work}/sp_dense_resume.h5", "--resume", "--checkpoint", f"{work}/sp_resumed.h5.checkpoint",
+                   ok=False)
+if dense_resume.returncode != 2 or "it holds a row-sparse gradient, this job a dense one" not in dense_resume.stderr:
+    failures.append(f"a dense job resuming a sparse checkpoint: {dense_resume.returncode} {dense_resume.stderr}")
+resumed = subprocess.run([kembed, *common, "--out", f"{work}/sp_resumed.h5", "--checkpoint-every", "70000", "--resume"],
+                         capture_output=True, text=True)
+if resumed.returncode != 0 or "resuming from" not in resumed.stderr:
+    failures.append(f"the sparse resume: exit {resumed.returncode}: {resumed.stderr[-300:]}")
+else:
+    a, b = read(f"{work}/sp_whole.h5"), read(f"{work}/sp_resumed.h5")
+    if not all(np.array_equal(a[k], b[k]) for k in ("rows", "gradient", "counts")) or a["sha"] != b["sha"]:
+        failures.append("the resumed sparse job differs from the uninterrupted one")
+    if os.path.exists(f"{work}/sp_resumed.h5.checkpoint"):
+        failures.append("the finished sparse job left its checkpoint")
 for f in failures:
     print("sparse_check:", f, file=sys.stderr)
 print(f"sparse_check: {'all passed' if not failures else str(len(failures)) + ' failed'}")

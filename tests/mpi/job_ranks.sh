@@ -128,11 +128,13 @@ if ((ranks > 1)); then
 fi
 
 # A rank killed mid-run: no output file; resumed with another number of ranks (and
-# with one process), the same bits as the uninterrupted one-process run.
+# with one process), the same bits as the uninterrupted one-process run; for a
+# sparse run too (each rank reads its own rows of the sparse checkpoint).
 "$kembed" -q make-table --out t5003.h5 --rows 5003 --dim 8 --seed 9 >/dev/null
 "$kembed" -q make-batch --out long.h5 --zipf 5003 --positions 300000 --dim 8 --seed 10 >/dev/null
-for mode in identical deterministic; do
-  args=(--table t5003.h5 --batch long.h5 --mode "$mode" --microbatch 1000 --checkpoint-every 65536)
+for mode in identical deterministic sparse; do  # sparse: a row-sparse run and its checkpoints
+  args=(--table t5003.h5 --batch long.h5 --microbatch 1000 --checkpoint-every 65536)
+  if [[ $mode == sparse ]]; then args+=(--sparse); else args+=(--mode "$mode"); fi
   "$kembed" -q backward "${args[@]}" --out "one-long-$mode.h5" >/dev/null
   victim=$((ranks - 1))
   set +e

@@ -1,6 +1,7 @@
 #pragma once
 // The batch job's other files (docs/FORMAT.md): batch files (ids and dy, read in
 // blocks so a batch never has to fit in memory), forward outputs, and checkpoints.
+#include <kembed/io/run_file.hpp>
 #include <kembed/io/table_file.hpp>
 
 #include <cstdint>
@@ -100,6 +101,10 @@ struct Checkpoint {
   std::int64_t rows = 0, cols = 0;
   std::vector<float> gradient;
   std::vector<std::int64_t> counts;
+  // A sparse job's checkpoint: the listed rows (global, ascending) that `gradient`
+  // (listed x cols) and `counts` hold; false: every row, densely.
+  bool sparse = false;
+  std::vector<std::int64_t> listed_rows;
 };
 
 void write_checkpoint(std::string const& path, Checkpoint const& checkpoint);
@@ -122,6 +127,10 @@ struct RowSlab {
 // (the slabs cover the rows in rank order); the file's datasets are byte for byte
 // those one process writes.
 void write_checkpoint(std::string const& path, Checkpoint const& checkpoint, RowSlab const& mine,
+                      Collective const* collective = nullptr);
+// A sparse job's checkpoint from each rank's listed rows (as write_sparse_run's slabs):
+// the attributes as above, `listed_rows`, and /rows, /gradient, /counts of the listed rows.
+void write_checkpoint(std::string const& path, Checkpoint const& checkpoint, SparseSlab const& mine,
                       Collective const* collective = nullptr);
 
 }  // namespace kembed::io

@@ -69,12 +69,6 @@ class BackwardJob {
     options.scale_grad_by_freq = s_.scale_grad_by_freq.value_or(table.config.scale_grad_by_freq);
     // A row-sparse run (docs/FORMAT.md) carries only the rows it has seen.
     bool const sparse = s_.sparse || table.config.sparse;
-    if (sparse && (s_.checkpoint_every > 0 || s_.resume))
-      together([&] {
-        throw Unsupported("checkpoint-every",
-                          "a row-sparse run (--sparse, or a table that asks for one) writes no checkpoints yet; "
-                          "run it without --checkpoint-every and --resume");
-      });
     auto const v = table.config.num_embeddings, d = table.config.embedding_dim;
     std::optional<Layer> layer;
     together([&] { layer.emplace(team_, space_, v, d, options); });
@@ -143,9 +137,16 @@ class BackwardJob {
       hashed();
       together([&] {
         auto ckpt = io::read_checkpoint(checkpoint_path, true, first_row, rows);
-        check_resumable(ckpt, checkpoint_path, table_id, batch_id, v, d, mode, padding, s_.microbatch, t, scale_name);
-        Kokkos::deep_copy(grad, host_matrix(ckpt.gradient.data(), rows, d));
-        counts = std::move(ckpt.counts);
+        check_resumable(ckpt, checkpoint_path, table_id, batch_id, v, d, mode, padding, s_.microbatch, t, scale_name,
+                        sparse);
+        if (sparse) {
+          carry = device_listed(ckpt.listed_rows, ckpt.gradient, first_row, d);
+          for (std::size_t i = 0; i < ckpt.listed_rows.size(); ++i)
+            counts[std::size_t(ckpt.listed_rows[i] - first_row)] = ckpt.counts[i];
+        } else {
+          Kokkos::deep_copy(grad, host_matrix(ckpt.gradient.data(), rows, d));
+          counts = std::move(ckpt.counts);
+        }
         if (!ckpt.job_id.empty()) job_id = ckpt.job_id;  // the same job, continued
         position = ckpt.position;
         microbatches = ckpt.microbatches;
@@ -182,6 +183,7 @@ class BackwardJob {
     // queued after a checkpoint waits for it).
     std::vector<float> checkpoint_gradient;  // the copy a checkpoint is written from
     std::vector<std::int64_t> checkpoint_counts;
+    Listed checkpoint_listed;  // a sparse job's
     IoWorker io(team_.reads_ahead());  // after what its tasks use: joined before they go
     auto read_block = [&](Block& blk, std::int64_t first) {
       blk.position = first;
@@ -256,17 +258,31 @@ class BackwardJob {
         ckpt->elapsed_seconds = resumed_elapsed + seconds(t_start);
         ckpt->rows = v;
         ckpt->cols = d;
-        together([&] {
-          checkpoint_gradient.resize(std::size_t(rows * d));
-          Kokkos::deep_copy(host_matrix_out(checkpoint_gradient.data(), rows, d), grad);
-          checkpoint_counts = counts;
-        });
-        checkpoint_written = io.submit([ckpt, &checkpoint_gradient, &checkpoint_counts, &checkpoint_path, this,
-                                        first_row, rows] {
-          io::write_checkpoint(checkpoint_path, *ckpt,
-                               io::RowSlab{first_row, rows, checkpoint_gradient.data(), checkpoint_counts.data()},
-                               team_.collective());
-        });
+        if (sparse) {  // this rank's listed rows, at their place among every rank's
+          together([&] { checkpoint_listed = host_listed(carry, counts, first_row); });
+          std::int64_t const n = std::int64_t(checkpoint_listed.rows.size());
+          std::int64_t const total = team_.sum(n), first = team_.sum_before(n);
+          checkpoint_written = io.submit([ckpt, &checkpoint_listed, &checkpoint_path, this, first_row, rows, n,
+                                          total, first] {
+            io::write_checkpoint(checkpoint_path, *ckpt,
+                                 io::SparseSlab{first, n, total, first_row, first_row + rows,
+                                                checkpoint_listed.rows.data(), checkpoint_listed.values.data(),
+                                                checkpoint_listed.counts.data()},
+                                 team_.collective());
+          });
+        } else {
+          together([&] {
+            checkpoint_gradient.resize(std::size_t(rows * d));
+            Kokkos::deep_copy(host_matrix_out(checkpoint_gradient.data(), rows, d), grad);
+            checkpoint_counts = counts;
+          });
+          checkpoint_written = io.submit([ckpt, &checkpoint_gradient, &checkpoint_counts, &checkpoint_path, this,
+                                          first_row, rows] {
+            io::write_checkpoint(checkpoint_path, *ckpt,
+                                 io::RowSlab{first_row, rows, checkpoint_gradient.data(), checkpoint_counts.data()},
+                                 team_.collective());
+          });
+        }
         last_checkpoint = position;
         checkpoint_s += seconds(t0);
       }
@@ -389,6 +405,42 @@ class BackwardJob {
     return {at(team_.rank()), at(team_.rank() + 1)};
   }
 
+  // A sparse gradient's listed rows on the host: global row numbers, values, and
+  // each row's count so far.
+  struct Listed {
+    std::vector<std::int64_t> rows;
+    std::vector<float> values;
+    std::vector<std::int64_t> counts;
+  };
+  static Listed host_listed(typename Layer::sparse_type const& carry, std::vector<std::int64_t> const& counts,
+                            std::int64_t first_row) {
+    auto const local = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), carry.rows);
+    auto const values = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), carry.values);
+    Listed out;
+    std::int64_t const n = local.extent(0);
+    out.values.assign(values.data(), values.data() + values.size());
+    for (std::int64_t i = 0; i < n; ++i) {
+      out.rows.push_back(local(i) + first_row);
+      out.counts.push_back(counts[std::size_t(local(i))]);
+    }
+    return out;
+  }
+
+  // The same rows back in the space's memory, as the job's carry (local row numbers).
+  static typename Layer::sparse_type device_listed(std::vector<std::int64_t> const& rows,
+                                                   std::vector<float> const& values, std::int64_t first_row,
+                                                   std::int64_t d) {
+    std::int64_t const n = std::int64_t(rows.size());
+    typename Layer::sparse_type carry;
+    carry.rows = decltype(carry.rows)("kembed::job::carry_rows", n);
+    carry.values = decltype(carry.values)("kembed::job::carry_values", n, d);
+    auto const rows_h = Kokkos::create_mirror_view(carry.rows);
+    for (std::int64_t i = 0; i < n; ++i) rows_h(i) = rows[std::size_t(i)] - first_row;
+    Kokkos::deep_copy(carry.rows, rows_h);
+    Kokkos::deep_copy(carry.values, host_matrix(values.data(), n, d));
+    return carry;
+  }
+
   // Writes a sparse run: this rank's listed rows (global numbers) with their counts
   // over the whole job, at their place among every rank's, after the records' digest.
   template <class Complete>
@@ -396,23 +448,19 @@ class BackwardJob {
                     std::vector<std::int64_t> const& counts, std::int64_t first_row, std::int64_t rows,
                     io::SaveOptions const& save, Complete&& complete) const {
     auto const d = run.cols;
-    auto const local = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), carry.rows);
-    auto const values = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), carry.values);
-    std::int64_t const n = local.extent(0);
-    std::vector<std::int64_t> listed(static_cast<std::size_t>(n)), listed_counts(listed.size());
+    auto const listed = host_listed(carry, counts, first_row);
+    std::int64_t const n = std::int64_t(listed.rows.size());
     std::vector<unsigned char> records(static_cast<std::size_t>(n * (8 + 4 * d)));
     for (std::int64_t i = 0; i < n; ++i) {
-      listed[std::size_t(i)] = local(i) + first_row;
-      listed_counts[std::size_t(i)] = counts[std::size_t(local(i))];
       unsigned char* at = records.data() + i * (8 + 4 * d);
-      std::memcpy(at, &listed[std::size_t(i)], 8);
-      std::memcpy(at + 8, values.data() + i * d, static_cast<std::size_t>(4 * d));
+      std::memcpy(at, &listed.rows[std::size_t(i)], 8);
+      std::memcpy(at + 8, listed.values.data() + i * d, static_cast<std::size_t>(4 * d));
     }
     run.gradient_sha256 = team_.sha256_in_rank_order(records.data(), records.size());
     std::int64_t const total = team_.sum(n), first = team_.sum_before(n);
     complete(run);
-    io::SparseSlab const slab{first, n, total, first_row, first_row + rows, listed.data(), values.data(),
-                              listed_counts.data()};
+    io::SparseSlab const slab{first, n, total, first_row, first_row + rows, listed.rows.data(), listed.values.data(),
+                              listed.counts.data()};
     together([&] { io::write_sparse_run(s_.out, run, slab, save, team_.collective()); });
   }
 

@@ -35,7 +35,7 @@ std::string remove_own_checkpoint(std::string const& path, std::string const& jo
 void check_resumable(io::Checkpoint const& c, std::string const& path, io::InputIdentity const& table,
                      io::InputIdentity const& batch, std::int64_t rows, std::int64_t cols, std::string const& mode,
                      std::int64_t padding_idx, std::int64_t microbatch, std::int64_t positions,
-                     std::string const& scale);
+                     std::string const& scale, bool sparse);
 
 // The run file's record of the settings (JSON).
 std::string settings_json(BackwardSettings const& s, Config const& c, std::string const& backend, int threads,
