@@ -889,7 +889,8 @@ TEST_F(Io, SparseRunFilesReadAsTheirDenseGradient) {
     EXPECT_EQ(sparse_rows.rows(), v);
     EXPECT_EQ(sparse_rows.listed_rows(), rows);
     EXPECT_TRUE(dense_rows.listed_rows().empty());
-    for (auto [first, count] : {std::pair<std::int64_t, std::int64_t>{0, v}, {0, 3}, {3, 1}, {4, 6}, {250, 50}, {299, 1}}) {
+    std::pair<std::int64_t, std::int64_t> const ranges[] = {{0, v}, {0, 3}, {3, 1}, {4, 6}, {250, 50}, {299, 1}};
+    for (auto const& [first, count] : ranges) {
       std::vector<float> a(std::size_t(count * d)), b(a.size());
       sparse_rows.read(first, count, a.data());
       dense_rows.read(first, count, b.data());
@@ -911,7 +912,8 @@ TEST_F(Io, SparseRunFilesReadAsTheirDenseGradient) {
   ckpt.table_sha256 = ckpt.batch_sha256 = std::string(64, '0');
   ckpt.plan = "auto", ckpt.numeric_mode = "identical", ckpt.rows = v, ckpt.cols = d;
   io::write_checkpoint(path("sparse.ckpt"), ckpt, slab);
-  for (auto [first, count] : {std::pair<std::int64_t, std::int64_t>{0, v}, {100, 150}, {4, 2}}) {
+  std::pair<std::int64_t, std::int64_t> const ranges[] = {{0, v}, {100, 150}, {4, 2}};  // nvcc: no braced list here
+  for (auto const& [first, count] : ranges) {
     auto const part = io::read_checkpoint(path("sparse.ckpt"), true, first, count);
     EXPECT_TRUE(part.sparse);
     std::vector<std::int64_t> want_rows;
