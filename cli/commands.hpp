@@ -74,7 +74,8 @@ template <class Space>
 int forward(ForwardArgs const& args);
 
 int diff(DiffArgs const& args);
-int info(std::string const& path);
+// With `check`, every digest and invariant is verified too (io::check_file).
+int info(std::string const& path, bool check = false);
 int make_batch(MakeBatchArgs const& args);
 int make_table(MakeTableArgs const& args);
 int import_table(ImportArgs const& args);

@@ -5,6 +5,7 @@
 #include "console.hpp"
 
 #include <kembed/core/compare.hpp>
+#include <kembed/io/check.hpp>
 #include <kembed/io/error.hpp>
 #include <kembed/io/run_file.hpp>
 #include <kembed/io/table_file.hpp>
@@ -136,11 +137,18 @@ int diff(DiffArgs const& args) {
   };
   if (run_family(fa) && run_family(fb)) {
     c.kind = "run";
+    // Both runs are held densely at once: refused up front beyond this machine's
+    // memory (a small sparse file may declare a huge V), before either is read.
+    auto const dense_bytes = [](io::RunFile const& h) { return double(h.rows) * (4.0 * double(h.cols) + 8); };
+    io::check_memory(args.a + " and " + args.b, "to compare them: kembed diff holds both gradients and counts",
+                     dense_bytes(io::read_run_header(args.a)) + dense_bytes(io::read_run_header(args.b)));
     // Both gradients are read and each is checked against its own stored SHA-256 (a
-    // mismatch is a damaged file, exit 2); the verdict then comes from the bits read,
-    // never from the stored digests alone.
+    // mismatch is a damaged file, exit 2), the counts and the summary against theirs;
+    // the verdict then comes from the bits read, never from the stored digests alone.
     auto const a = io::read_run(args.a, true, true);
     auto const b = io::read_run(args.b, true, true);
+    io::check_run_summary(args.a, a);
+    io::check_run_summary(args.b, b);
     c.values.rows = a.rows, c.values.cols = a.cols;
     c.padding_a = a.padding_idx, c.padding_b = b.padding_idx;
     if (a.padding_idx != b.padding_idx)

@@ -3,6 +3,7 @@
 #include "commands.hpp"
 #include "console.hpp"
 
+#include <kembed/io/check.hpp>
 #include <kembed/io/describe.hpp>
 #include <kembed/io/job_files.hpp>
 #include <kembed/io/run_file.hpp>
@@ -35,16 +36,16 @@ char const* meaning(std::string const& format, bool present) {
 
 }  // namespace
 
-int info(std::string const& path) {
+int info(std::string const& path, bool check) {
   auto const s = io::describe_file(path);
   std::printf("%s: %s, %s bytes\n", path.c_str(), s.format.empty() ? "HDF5" : s.format.c_str(),
               with_commas(s.bytes).c_str());
   std::printf("  %s\n", meaning(s.format, s.format_present));
   if (io::is_run_format(s.format)) {
-    auto const run = io::read_run(path, false);
+    auto const run = io::read_run_header(path);  // nothing in proportion to the rows
     std::printf("\nrun %s, %s\n", run.run_id.c_str(), run.created.c_str());
     std::printf("  gradient   %s x %s%s, SHA-256 %s\n", with_commas(run.rows).c_str(), with_commas(run.cols).c_str(),
-                run.sparse ? (", sparse: " + with_commas(std::int64_t(run.listed_rows.size())) + " rows listed").c_str()
+                run.sparse ? (", sparse: " + with_commas(run.listed_count) + " rows listed").c_str()
                            : "",
                 run.gradient_sha256.c_str());
     std::printf("  positions  %s in %s microbatches of %s\n", with_commas(run.positions).c_str(),
@@ -76,6 +77,12 @@ int info(std::string const& path) {
     std::printf("  %-28s %-26s %-30s %s%s\n", d.path.c_str(), shape_text(d.shape).c_str(), d.type.c_str(),
                 d.chunks.empty() ? "contiguous" : ("chunks " + shape_text(d.chunks)).c_str(),
                 filters.empty() ? "" : (", " + filters).c_str());
+  }
+  if (check) {
+    auto const report = io::check_file(path);  // throws on the first thing that fails
+    std::printf("\ncheck\n");
+    for (auto const& line : report.verified) std::printf("  ok         %s\n", line.c_str());
+    for (auto const& line : report.unverified) std::printf("  unchecked  %s\n", line.c_str());
   }
   return Exit::ok;
 }

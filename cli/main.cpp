@@ -205,8 +205,12 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
 
   std::string info_path;
+  bool info_check = false;
   auto* info_cmd = app.add_subcommand("info", "What a file holds, its format and provenance");
   info_cmd->add_option("file", info_path, "HDF5 file")->required();
+  info_cmd->add_flag("--check", info_check,
+                     "Also verify every digest and invariant the file carries, reading all of its data (exit 2 if "
+                     "one fails)");
 
   MakeBatchArgs mb;
   auto* make_batch_cmd =
@@ -270,7 +274,7 @@ int main(int argc, char** argv) {
       return on_backend(backend, threads, [&](auto space) { return kembed::cli::forward<decltype(space)>(fw); });
     }
     if (*diff_cmd) return diff(df);
-    if (*info_cmd) return info(info_path);
+    if (*info_cmd) return info(info_path, info_check);
     if (*make_batch_cmd) return make_batch(mb);
     if (*make_table_cmd) return make_table(mt);
     if (*import_cmd) return import_table(im);

@@ -30,6 +30,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <numeric>
 
 // HDF5's own checksum, exported by the library though declared only in its private
 // headers (at global scope: an extern "C" name in an unnamed namespace is a name of its own to nvcc).
@@ -745,7 +746,7 @@ io::RunFile sample_run() {
   run.plan_used = "sort";
   run.numeric_mode = "identical";
   run.padding_idx = 0;
-  run.positions = 123456;
+  run.positions = std::accumulate(run.counts.begin(), run.counts.end(), std::int64_t{0});  // each counts once
   run.microbatches = 31;
   run.microbatch_size = 4096;
   run.inputs = {{"table", "/data/table.h5", io::sha256_hex("t", 1), 1000},
@@ -869,6 +870,7 @@ TEST_F(Io, SparseRunFilesReadAsTheirDenseGradient) {
     values.insert(values.end(), dense.gradient.begin() + r * d, dense.gradient.begin() + (r + 1) * d);
   }
   std::int64_t const n = std::int64_t(rows.size());
+  dense.positions = std::accumulate(dense.counts.begin(), dense.counts.end(), std::int64_t{0});
   io::write_run(path("dense.h5"), dense);
   auto run = dense;
   run.gradient_sha256 = io::sparse_gradient_sha256(rows.data(), values.data(), n, d);
@@ -927,7 +929,12 @@ TEST_F(Io, SparseRunFilesReadAsTheirDenseGradient) {
     EXPECT_TRUE(same_bits(part.gradient, want_values)) << first;
     EXPECT_EQ(part.counts.size(), want_rows.size());
   }
-  EXPECT_FALSE(io::read_checkpoint(path("sparse.ckpt"), false).sparse) << "attributes only: no rows read";
+  {
+    auto const attributes = io::read_checkpoint(path("sparse.ckpt"), false);
+    EXPECT_TRUE(attributes.sparse) << "a sparse checkpoint says so by its attributes";
+    EXPECT_EQ(attributes.listed_count, n);
+    EXPECT_TRUE(attributes.listed_rows.empty() && attributes.gradient.empty()) << "attributes only: no rows read";
+  }
 
   // Refused: rows not ascending, a wrong digest length; nothing written.
   auto bad_rows = rows;
@@ -1031,6 +1038,7 @@ TEST_F(Io, RunFilesCarryTheirGradientsSummary) {
   run.rows = 300, run.cols = 3;
   run.gradient = synthetic::uniform_floats(run.rows * run.cols, 3);
   run.counts.assign(std::size_t(run.rows), 2);
+  run.positions = 2 * run.rows;
   run.run_id = "summary";
   io::write_run(path("r.h5"), run);
   io::SummaryBuilder b(run.rows, run.cols);

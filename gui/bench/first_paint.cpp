@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
       run.gradient = kembed::synthetic::uniform_floats(rows * cols, 5);
       run.counts.assign(std::size_t(rows), 0);
       for (auto id : kembed::synthetic::zipf_ids(rows, 2 * rows, 1.1, 6)) ++run.counts[std::size_t(id)];
+      run.positions = 2 * rows;  // every position counts once
       run.run_id = "bench";
       kembed::io::write_run(path, run);
       return std::string("ok");

@@ -114,17 +114,22 @@ void check_size(std::string const& path, std::string const& name, std::int64_t r
                     "has shape (" + std::to_string(rows) + ", " + std::to_string(cols) +
                         "), whose size does not fit in 64 bits; the file is damaged or not a table");
   }
+  char what[80];
+  std::snprintf(what, sizeof what, "to load (shape (%lld, %lld))", static_cast<long long>(rows),
+                static_cast<long long>(cols));
+  check_memory(path, name, double(bytes), what);
+}
+
+void check_memory(std::string const& path, std::string const& name, double bytes, std::string const& what) {
   long const pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  if (pages > 0 && page > 0) {
-    double const memory = double(pages) * double(page);
-    if (double(bytes) > memory) {
-      char text[160];
-      std::snprintf(text, sizeof text, "needs %.1f GiB to load (shape (%lld, %lld)), more than this machine's %.1f GiB",
-                    double(bytes) / double(1ull << 30), static_cast<long long>(rows), static_cast<long long>(cols),
-                    memory / double(1ull << 30));
-      throw FileError(path, name, text);
-    }
-  }
+  if (pages <= 0 || page <= 0) return;
+  double const memory = double(pages) * double(page);
+  if (bytes <= memory) return;
+  char text[96];
+  std::snprintf(text, sizeof text, "needs %.1f GiB ", bytes / double(1ull << 30));
+  char mem[64];
+  std::snprintf(mem, sizeof mem, ", more than this machine's %.1f GiB", memory / double(1ull << 30));
+  throw FileError(path, name, text + what + mem);
 }
 
 namespace {

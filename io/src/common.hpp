@@ -46,6 +46,8 @@ struct FloatMatrix {
 // than 4 bytes are refused unless `convert`.
 FloatMatrix open_float_matrix(hid_t file, std::string const& path, std::string const& name, bool convert);
 
+// Refuses `bytes` beyond this machine's memory: "needs N GiB <what>, more than ...".
+void check_memory(std::string const& path, std::string const& name, double bytes, std::string const& what);
 // Refuses rows x cols float32 that overflow 64 bits or exceed this machine's memory.
 void check_size(std::string const& path, std::string const& name, std::int64_t rows, std::int64_t cols,
                 std::int64_t element_bytes);

@@ -51,18 +51,20 @@ std::vector<char const*> format_attributes(std::string const& format) {
             "backend",         "threads",        "ranks",         "plan",          "plan_used",
             "numeric_mode",    "padding_idx",    "positions",     "microbatches",
             "microbatch_size", "num_embeddings", "embedding_dim", "listed_rows",   "gradient_sha256",
-            "scale_grad_by_freq"};
+            "counts_sha256",   "summary_sha256", "scale_grad_by_freq"};
   if (format == run_format)
     return {"format",          "kembed_version", "run_id",        "created",
             "backend",         "threads",        "ranks",         "plan",          "plan_used",
             "numeric_mode",    "padding_idx",    "positions",     "microbatches",
-            "microbatch_size", "num_embeddings", "embedding_dim", "gradient_sha256", "scale_grad_by_freq"};
+            "microbatch_size", "num_embeddings", "embedding_dim", "gradient_sha256", "counts_sha256",
+            "summary_sha256",  "scale_grad_by_freq"};
   if (format == batch_format) return {"format", "kembed_version", "created_by", "num_embeddings", "source", "seed"};
   if (format == forward_format) return {"format", "kembed_version", "created_by", "table_sha256", "ids_sha256"};
   if (format == checkpoint_format)
     return {"format",          "kembed_version",  "job_id",         "position",     "microbatches",
             "microbatch_size", "table_sha256",    "batch_sha256",   "plan",         "numeric_mode",
-            "padding_idx",     "elapsed_seconds", "num_embeddings", "embedding_dim", "scale_grad_by_freq"};
+            "padding_idx",     "elapsed_seconds", "num_embeddings", "embedding_dim", "scale_grad_by_freq",
+            "listed_rows",     "gradient_sha256", "counts_sha256",  "checkpoint_sha256"};
   return {};
 }
 

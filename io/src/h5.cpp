@@ -1,5 +1,7 @@
 #include "h5.hpp"
 
+#include <cstdlib>
+
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -79,8 +81,10 @@ constexpr std::size_t max_fixed_string = std::size_t{1} << 20;
 
 // Reads one string from a string-typed attribute or dataset, fixed or variable
 // length; `what` names it in errors. The caller has checked that it holds one value.
-template <class Read>
-std::string read_one_string(std::string const& what, hid_t type, Read&& read) {
+// `read(mem, buf)` reads it; a variable-length string read through `read` is
+// released with `release` (the allocator `read` used).
+template <class Read, class Release>
+std::string read_one_string(std::string const& what, hid_t type, Read&& read, Release&& release) {
   if (H5Tget_class(type) != H5T_STRING)
     throw std::runtime_error(what + " holds " + describe_type(type) + ", not a string");
   if (H5Tis_variable_str(type) > 0) {
@@ -92,7 +96,7 @@ std::string read_one_string(std::string const& what, hid_t type, Read&& read) {
     if (read(mem.get(), static_cast<void*>(&value)) < 0)
       throw std::runtime_error(what + " cannot be read: " + error_text());
     std::string out = value ? value : "";
-    H5free_memory(value);
+    release(value);
     return out;
   }
   std::size_t const size = H5Tget_size(type);
@@ -107,6 +111,24 @@ std::string read_one_string(std::string const& what, hid_t type, Read&& read) {
     throw std::runtime_error(what + " cannot be read: " + error_text());
   buffer.resize(std::char_traits<char>::length(buffer.c_str()));
   return buffer;
+}
+
+// HDF5 sizes a variable-length string's buffer by the length its file declares,
+// before reading it: this allocator refuses one longer than the file itself.
+struct VlenBound {
+  std::size_t most = 0;
+  std::size_t asked = 0;  // the refused size, or 0
+};
+void* bounded_alloc(std::size_t size, void* info) {
+  auto* bound = static_cast<VlenBound*>(info);
+  if (size > bound->most) {
+    bound->asked = size;
+    return nullptr;
+  }
+  return std::malloc(size);
+}
+void bounded_free(void* memory, void*) {
+  std::free(memory);
 }
 
 // Refuses a dataspace that does not hold exactly one value (arrays, empty or null spaces).
@@ -169,7 +191,9 @@ bool has_attribute(hid_t obj, char const* name) {
 std::optional<std::string> read_string(hid_t obj, char const* name) {
   auto v = open_one(obj, name);
   if (!v) return std::nullopt;
-  return read_one_string(v->what, v->type, [&](hid_t mem, void* buf) { return H5Aread(v->attr, mem, buf); });
+  return read_one_string(
+      v->what, v->type, [&](hid_t mem, void* buf) { return H5Aread(v->attr, mem, buf); },
+      [](char* value) { H5free_memory(value); });
 }
 
 std::optional<std::int64_t> read_int64(hid_t obj, char const* name) {
@@ -225,8 +249,27 @@ std::string read_string_dataset(hid_t loc, char const* name) {
   if (!type.valid()) throw std::runtime_error(what + " has an unreadable type: " + error_text());
   Handle space = dataspace(H5Dget_space(dset));
   check_one_value(what, space);
-  return read_one_string(what, type,
-                         [&](hid_t mem, void* buf) { return H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); });
+  // A string is never longer than the file it is stored in (plus its terminator).
+  VlenBound bound;
+  {
+    hid_t const file = H5Iget_file_id(dset);
+    hsize_t bytes = 0;
+    if (file < 0 || H5Fget_filesize(file, &bytes) < 0) bytes = 0;
+    if (file >= 0) H5Fclose(file);
+    bound.most = std::size_t(bytes) + 1;
+  }
+  Handle transfer = plist(H5Pcreate(H5P_DATASET_XFER));
+  H5Pset_vlen_mem_manager(transfer, bounded_alloc, &bound, bounded_free, nullptr);
+  try {
+    return read_one_string(
+        what, type, [&](hid_t mem, void* buf) { return H5Dread(dset, mem, H5S_ALL, H5S_ALL, transfer, buf); },
+        [](char* value) { std::free(value); });
+  } catch (std::runtime_error const&) {
+    if (bound.asked == 0) throw;
+    throw std::runtime_error(what + " declares a string of " + std::to_string(bound.asked) +
+                             " bytes in a file of " + std::to_string(bound.most - 1) +
+                             " bytes; the file is damaged (nothing was allocated for it)");
+  }
 }
 
 namespace {

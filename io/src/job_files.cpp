@@ -1,12 +1,17 @@
 #include "common.hpp"
+#include "run_checks.hpp"
 #include "sharded_file.hpp"
 
 #include <kembed/core/validate.hpp>
 #include <kembed/io/error.hpp>
 #include <kembed/io/job_files.hpp>
+#include <kembed/io/sha256.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
 #include <stdexcept>
 
 namespace kembed::io {
@@ -168,8 +173,25 @@ void ForwardWriter::commit() {
 
 // ---- checkpoints ------------------------------------------------------------------
 
+std::string checkpoint_sha256(Checkpoint const& c) {
+  char elapsed[40];
+  std::snprintf(elapsed, sizeof elapsed, "%.17g", c.elapsed_seconds);
+  auto line = [](char const* name, std::string const& value) { return std::string(name) + "=" + value + "\n"; };
+  auto num = [](std::int64_t v) { return std::to_string(v); };
+  std::string const text =
+      std::string(checkpoint_format) + "\n" + line("job_id", c.job_id) + line("position", num(c.position)) +
+      line("microbatches", num(c.microbatches)) + line("microbatch_size", num(c.microbatch_size)) +
+      line("table_sha256", c.table_sha256) + line("batch_sha256", c.batch_sha256) + line("plan", c.plan) +
+      line("numeric_mode", c.numeric_mode) + line("scale_grad_by_freq", c.scale_grad_by_freq) +
+      line("padding_idx", num(c.padding_idx)) + line("elapsed_seconds", elapsed) +
+      line("num_embeddings", num(c.rows)) + line("embedding_dim", num(c.cols)) +
+      line("listed_rows", num(c.sparse ? c.listed_count : -1)) + line("gradient_sha256", c.gradient_sha256) +
+      line("counts_sha256", c.counts_sha256);
+  return sha256_hex(text.data(), text.size());
+}
+
 namespace {
-// A checkpoint's attributes (docs/FORMAT.md), dense or sparse.
+// A checkpoint's attributes (docs/FORMAT.md), dense or sparse, its digests included.
 void write_checkpoint_attributes(hid_t root, Checkpoint const& c) {
   detail::write_identity(root, checkpoint_format);
   h5::write_string(root, "job_id", c.job_id);
@@ -185,13 +207,33 @@ void write_checkpoint_attributes(hid_t root, Checkpoint const& c) {
   h5::write_double(root, "elapsed_seconds", c.elapsed_seconds);
   h5::write_int64(root, "num_embeddings", c.rows);
   h5::write_int64(root, "embedding_dim", c.cols);
+  if (c.sparse) h5::write_int64(root, "listed_rows", c.listed_count);
+  h5::write_string(root, "gradient_sha256", c.gradient_sha256);
+  h5::write_string(root, "counts_sha256", c.counts_sha256);
+  h5::write_string(root, "checkpoint_sha256", checkpoint_sha256(c));
+}
+
+// The checkpoint as it will be stored: `c` with the data digests computed where this
+// process holds every row and the caller left them empty.
+Checkpoint with_digests(Checkpoint const& c, bool every_row, std::function<std::string()> const& gradient_digest,
+                        std::function<std::string()> const& counts_digest) {
+  Checkpoint h = c;
+  h.gradient = {}, h.counts = {}, h.listed_rows = {};
+  if (every_row && h.gradient_sha256.empty()) h.gradient_sha256 = gradient_digest();
+  if (every_row && h.counts_sha256.empty()) h.counts_sha256 = counts_digest();
+  if (h.gradient_sha256.size() != 64 || h.counts_sha256.size() != 64)
+    throw InvalidArgument("checkpoint", "a checkpoint written by many ranks needs the SHA-256 of every rank's "
+                                        "gradient and counts (gradient_sha256, counts_sha256)");
+  return h;
 }
 }  // namespace
 
 void write_checkpoint(std::string const& path, Checkpoint const& c) {
   if (std::int64_t(c.gradient.size()) != c.rows * c.cols || std::int64_t(c.counts.size()) != c.rows)
     throw InvalidArgument("checkpoint", "the checkpoint's gradient and counts do not have its shape");
-  write_checkpoint(path, c, RowSlab{0, c.rows, c.gradient.data(), c.counts.data()});
+  Checkpoint dense = c;
+  dense.sparse = false;
+  write_checkpoint(path, dense, RowSlab{0, c.rows, c.gradient.data(), c.counts.data()});
 }
 
 void write_checkpoint(std::string const& path, Checkpoint const& c, RowSlab const& mine, Collective const* collective) {
@@ -201,7 +243,12 @@ void write_checkpoint(std::string const& path, Checkpoint const& c, RowSlab cons
     throw InvalidArgument("checkpoint", "rows [" + std::to_string(mine.first) + ", +" + std::to_string(mine.count) +
                                             ") are not rows of the checkpoint's " + std::to_string(c.rows) +
                                             ", or have no data");
-  auto header = [&](hid_t root) { write_checkpoint_attributes(root, c); };
+  Checkpoint h = with_digests(
+      c, !collective && mine.first == 0 && mine.count == c.rows,
+      [&] { return sha256_hex(mine.gradient, std::size_t(mine.count * c.cols) * sizeof(float)); },
+      [&] { return counts_sha256(mine.counts, mine.count); });
+  h.sparse = false;
+  auto header = [&](hid_t root) { write_checkpoint_attributes(root, h); };
   detail::write_slabs(path, "writing the checkpoint failed, the previous one stays", header,
                       {detail::float_rows("gradient", c.rows, c.cols, mine.gradient),
                        detail::int64_rows("counts", c.rows, mine.counts)},
@@ -216,10 +263,13 @@ void write_checkpoint(std::string const& path, Checkpoint const& c, SparseSlab c
     throw InvalidArgument("checkpoint", "listed rows [" + std::to_string(mine.first) + ", +" +
                                             std::to_string(mine.count) + ") of " + std::to_string(mine.total) +
                                             " are not a slab of a sparse checkpoint, or have no data");
-  auto header = [&](hid_t root) {
-    write_checkpoint_attributes(root, c);
-    h5::write_int64(root, "listed_rows", mine.total);
-  };
+  Checkpoint h = with_digests(
+      c, !collective && mine.first == 0 && mine.count == mine.total,
+      [&] { return sparse_gradient_sha256(mine.rows, mine.values, mine.count, c.cols); },
+      [&] { return counts_sha256(mine.counts, mine.count); });
+  h.sparse = true;
+  h.listed_count = mine.total;
+  auto header = [&](hid_t root) { write_checkpoint_attributes(root, h); };
   detail::write_slabs(path, "writing the checkpoint failed, the previous one stays", header,
                       {detail::int64_rows("rows", mine.total, mine.rows),
                        detail::float_rows("gradient", mine.total, c.cols, mine.values),
@@ -231,72 +281,103 @@ namespace {
 // A sparse checkpoint's listed rows within [first_row, first_row + row_count).
 void read_sparse_checkpoint(hid_t file, std::string const& path, Checkpoint& c, std::int64_t first_row,
                             std::int64_t row_count) {
-  auto const n = detail::required_int64(file, path, "listed_rows");
-  std::int64_t n_rows = 0, n_counts = 0;
-  auto rows = detail::open_int_vector(file, path, "/rows", &n_rows);
+  auto const n = c.listed_count;
+  std::int64_t n_counts = 0;
   auto counts = detail::open_int_vector(file, path, "/counts", &n_counts);
   auto g = detail::open_float_matrix(file, path, "/gradient", false);
-  if (n < 0 || n > c.rows || n_rows != n || n_counts != n || g.rows != n || g.cols != c.cols)
+  if (n < 0 || n > c.rows || n_counts != n || g.rows != n || g.cols != c.cols)
     throw FileError(path, "/rows", "and /gradient, /counts do not hold listed_rows = " + std::to_string(n) +
                                        " entries of the checkpoint's shape");
-  std::vector<std::int64_t> all(static_cast<std::size_t>(n));
-  if (n > 0) detail::read_ints(rows, path, "/rows", 0, n, all.data());
-  for (std::int64_t i = 0; i < n; ++i)
-    if (all[std::size_t(i)] < 0 || all[std::size_t(i)] >= c.rows || (i > 0 && all[std::size_t(i)] <= all[std::size_t(i - 1)]))
-      throw FileError(path, "/rows", "entry " + std::to_string(i) + " is not ascending within [0, " +
-                                         std::to_string(c.rows) + ")");
+  auto const all = detail::read_listed_rows(file, path, n, c.rows);
   auto const k0 = std::lower_bound(all.begin(), all.end(), first_row) - all.begin();
   auto const k1 = std::lower_bound(all.begin(), all.end(), first_row + row_count) - all.begin();
-  c.sparse = true;
   c.listed_rows.assign(all.begin() + k0, all.begin() + k1);
   c.gradient.resize(static_cast<std::size_t>((k1 - k0) * c.cols));
   c.counts.resize(static_cast<std::size_t>(k1 - k0));
-  if (k1 == k0) return;
-  detail::read_rows(g, path, "/gradient", k0, k1 - k0, c.gradient.data(), false);
-  detail::read_ints(counts, path, "/counts", k0, k1 - k0, c.counts.data());
+  if (k1 > k0) {
+    detail::read_rows(g, path, "/gradient", k0, k1 - k0, c.gradient.data(), false);
+    detail::read_ints(counts, path, "/counts", k0, k1 - k0, c.counts.data());
+  }
+  if (k0 == 0 && k1 == n) {  // every listed row: its digests are checked here
+    detail::check_digest(path, "/gradient", "gradient_sha256", c.gradient_sha256,
+                         sparse_gradient_sha256(c.listed_rows.data(), c.gradient.data(), n, c.cols));
+    detail::check_digest(path, "/counts", "counts_sha256", c.counts_sha256, counts_sha256(c.counts.data(), n));
+  }
+}
+
+void read_dense_checkpoint(hid_t file, std::string const& path, Checkpoint& c, std::int64_t first_row,
+                           std::int64_t row_count) {
+  auto g = detail::open_float_matrix(file, path, "/gradient", false);
+  if (g.rows != c.rows || g.cols != c.cols) throw FileError(path, "/gradient", "does not match the attributes' shape");
+  std::int64_t n = 0;
+  auto counts = detail::open_int_vector(file, path, "/counts", &n);
+  if (n != c.rows) throw FileError(path, "/counts", "does not hold one count per row");
+  detail::check_size(path, "/gradient", row_count, c.cols, 4);
+  detail::check_memory(path, "", double(row_count) * (4.0 * double(c.cols) + 8),
+                       "to hold its gradient and counts (V x (4d + 8) bytes)");
+  c.gradient.resize(static_cast<std::size_t>(row_count * c.cols));
+  detail::read_rows(g, path, "/gradient", first_row, row_count, c.gradient.data(), false);
+  c.counts.resize(static_cast<std::size_t>(row_count));
+  detail::read_ints(counts, path, "/counts", first_row, row_count, c.counts.data());
+  if (first_row == 0 && row_count == c.rows) {  // every row: its digests are checked here
+    detail::check_digest(path, "/gradient", "gradient_sha256", c.gradient_sha256,
+                         sha256_hex(c.gradient.data(), c.gradient.size() * sizeof(float)));
+    detail::check_digest(path, "/counts", "counts_sha256", c.counts_sha256, counts_sha256(c.counts.data(), c.rows));
+  }
+}
+
+// The attributes, checked against checkpoint_sha256 where the file has one.
+Checkpoint read_checkpoint_attributes(hid_t file, std::string const& path, bool need_digest) {
+  detail::check_format(file, path, "kembed-checkpoint", 1, "checkpoint");
+  Checkpoint c;
+  c.job_id = h5::read_string(file, "job_id").value_or("");
+  c.position = detail::required_int64(file, path, "position");
+  c.microbatches = detail::required_int64(file, path, "microbatches");
+  c.microbatch_size = detail::required_int64(file, path, "microbatch_size");
+  c.table_sha256 = detail::required_string(file, path, "table_sha256");
+  c.batch_sha256 = detail::required_string(file, path, "batch_sha256");
+  c.plan = detail::required_string(file, path, "plan");
+  c.numeric_mode = detail::required_string(file, path, "numeric_mode");
+  c.scale_grad_by_freq = h5::read_string(file, "scale_grad_by_freq").value_or("none");
+  c.padding_idx = detail::required_int64(file, path, "padding_idx");
+  c.elapsed_seconds = h5::read_double(file, "elapsed_seconds").value_or(0.0);
+  c.rows = detail::required_int64(file, path, "num_embeddings");
+  c.cols = detail::required_int64(file, path, "embedding_dim");
+  c.padding_idx = detail::stored_padding_idx(path, c.padding_idx, c.rows);
+  c.sparse = h5::has_attribute(file, "listed_rows");
+  if (c.sparse) c.listed_count = detail::required_int64(file, path, "listed_rows");
+  c.gradient_sha256 = h5::read_string(file, "gradient_sha256").value_or("");
+  c.counts_sha256 = h5::read_string(file, "counts_sha256").value_or("");
+  auto const stored = h5::read_string(file, "checkpoint_sha256");
+  if (!stored && need_digest)
+    throw FileError(path, "",
+                    "has no checkpoint_sha256, so what it holds cannot be verified (an older kembed wrote it, or it "
+                    "was edited)");
+  if (stored && *stored != checkpoint_sha256(c))
+    throw FileError(path, "",
+                    "is damaged or was edited: its attributes do not match checkpoint_sha256 = " + *stored);
+  if (stored) c.checkpoint_sha256 = *stored;
+  return c;
 }
 }  // namespace
 
 Checkpoint read_checkpoint(std::string const& path, bool with_data, std::int64_t first_row, std::int64_t row_count) {
   return detail::reading(path, [&] {
     auto file = detail::open_for_reading(path);
-    detail::check_format(file, path, "kembed-checkpoint", 1, "checkpoint");
-    Checkpoint c;
-    c.job_id = h5::read_string(file, "job_id").value_or("");
-    c.position = detail::required_int64(file, path, "position");
-    c.microbatches = detail::required_int64(file, path, "microbatches");
-    c.microbatch_size = detail::required_int64(file, path, "microbatch_size");
-    c.table_sha256 = detail::required_string(file, path, "table_sha256");
-    c.batch_sha256 = detail::required_string(file, path, "batch_sha256");
-    c.plan = detail::required_string(file, path, "plan");
-    c.numeric_mode = detail::required_string(file, path, "numeric_mode");
-    c.scale_grad_by_freq = h5::read_string(file, "scale_grad_by_freq").value_or("none");
-    c.padding_idx = detail::required_int64(file, path, "padding_idx");
-    c.elapsed_seconds = h5::read_double(file, "elapsed_seconds").value_or(0.0);
-    c.rows = detail::required_int64(file, path, "num_embeddings");
-    c.cols = detail::required_int64(file, path, "embedding_dim");
-    c.padding_idx = detail::stored_padding_idx(path, c.padding_idx, c.rows);
+    Checkpoint c = read_checkpoint_attributes(file, path, with_data);
     if (!with_data) return c;
+    if (c.rows < 1 || c.cols < 1)
+      throw FileError(path, "", "declares a (" + std::to_string(c.rows) + ", " + std::to_string(c.cols) +
+                                    ") gradient; a checkpoint's has V, d >= 1");
     if (row_count < 0) first_row = 0, row_count = c.rows;
     if (first_row < 0 || first_row > c.rows || row_count > c.rows - first_row)
       throw InvalidArgument("rows", "rows [" + std::to_string(first_row) + ", +" + std::to_string(row_count) +
                                         ") are not within the checkpoint's " + std::to_string(c.rows) + " rows (" +
                                         path + ")");
-    if (h5::has_attribute(file, "listed_rows")) {
+    if (c.sparse)
       read_sparse_checkpoint(file, path, c, first_row, row_count);
-      return c;
-    }
-    auto g = detail::open_float_matrix(file, path, "/gradient", false);
-    if (g.rows != c.rows || g.cols != c.cols)
-      throw FileError(path, "/gradient", "does not match the attributes' shape");
-    detail::check_size(path, "/gradient", row_count, c.cols, 4);
-    c.gradient.resize(static_cast<std::size_t>(row_count * c.cols));
-    detail::read_rows(g, path, "/gradient", first_row, row_count, c.gradient.data(), false);
-    std::int64_t n = 0;
-    auto counts = detail::open_int_vector(file, path, "/counts", &n);
-    if (n != c.rows) throw FileError(path, "/counts", "does not hold one count per row");
-    c.counts.resize(static_cast<std::size_t>(row_count));
-    detail::read_ints(counts, path, "/counts", first_row, row_count, c.counts.data());
+    else
+      read_dense_checkpoint(file, path, c, first_row, row_count);
     return c;
   });
 }

@@ -1,4 +1,5 @@
 #include "common.hpp"
+#include "run_checks.hpp"
 
 #include <kembed/io/row_reader.hpp>
 #include <kembed/io/run_file.hpp>
@@ -28,13 +29,17 @@ RowReader::RowReader(std::string const& path) : impl_(std::make_unique<Impl>()) 
     impl_->file = detail::open_for_reading(path);
     impl_->matrix = detail::open_float_matrix(impl_->file, path, impl_->name, false);
     detail::check_storage(impl_->matrix.dataset, path, impl_->name);
+    impl_->rows = impl_->matrix.rows;
+    if (format != sparse_run_format) return;
+    // The listed rows alone (8 bytes each), never anything in proportion to V.
+    auto const v = detail::required_int64(impl_->file, path, "num_embeddings");
+    auto const n = detail::required_int64(impl_->file, path, "listed_rows");
+    if (impl_->matrix.rows != n)
+      throw FileError(path, impl_->name, "has " + std::to_string(impl_->matrix.rows) +
+                                             " rows where listed_rows = " + std::to_string(n));
+    impl_->listed = detail::read_listed_rows(impl_->file, path, n, v);
+    impl_->rows = v;
   });
-  impl_->rows = impl_->matrix.rows;
-  if (format == sparse_run_format) {
-    auto run = read_run(path, false, false);  // checks the rows and the shapes
-    impl_->listed = std::move(run.listed_rows);
-    impl_->rows = run.rows;
-  }
 }
 
 RowReader::~RowReader() = default;

@@ -1,4 +1,5 @@
 #include "common.hpp"
+#include "run_checks.hpp"
 #include "sharded_file.hpp"
 #include "summary_file.hpp"
 
@@ -94,6 +95,22 @@ std::string json_array(std::vector<std::string> const& items) {
 }
 
 namespace {
+// The writers' side of the readers' rule: counts never negative, summing to the
+// positions (checked where this process holds them all).
+void check_counts_to_write(std::int64_t const* counts, std::int64_t n, std::int64_t positions) {
+  std::int64_t sum = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (counts[i] < 0 || counts[i] > positions - sum)
+      throw InvalidArgument("run", "count " + std::to_string(counts[i]) + " at entry " + std::to_string(i) +
+                                       " is negative or takes the counts past positions = " +
+                                       std::to_string(positions));
+    sum += counts[i];
+  }
+  if (sum != positions)
+    throw InvalidArgument("run", "the counts sum to " + std::to_string(sum) + " but positions = " +
+                                     std::to_string(positions) + "; every position counts once");
+}
+
 // Everything a run file's header holds but the summary: attributes, inputs,
 // timings and provenance (docs/FORMAT.md), for either kind of run file.
 void write_run_attributes(hid_t file, RunFile const& run, char const* format) {
@@ -114,6 +131,7 @@ void write_run_attributes(hid_t file, RunFile const& run, char const* format) {
   h5::write_int64(file, "num_embeddings", run.rows);
   h5::write_int64(file, "embedding_dim", run.cols);
   h5::write_string(file, "gradient_sha256", run.gradient_sha256);
+  h5::write_string(file, "counts_sha256", run.counts_sha256);
   auto inputs = ordered_group(file, "inputs");
   for (auto const& input : run.inputs) {
     auto g = ordered_group(inputs, input.role.c_str());
@@ -162,6 +180,15 @@ void write_run_slabs(std::string const& path, RunFile const& given, RowSlab cons
                                      std::to_string(run.cols) + ") gradient, or have no data");
   if (run.gradient_sha256.size() != 64)
     throw InvalidArgument("run", "write_run from row slabs needs the whole gradient's SHA-256 (gradient_sha256)");
+  if (!collective && mine.first == 0 && mine.count == run.rows) check_counts_to_write(mine.counts, mine.count, run.positions);
+  if (run.counts_sha256.empty() && !collective && mine.first == 0 && mine.count == run.rows) {
+    completed = given;  // one process holds every count: digest them here
+    completed.counts_sha256 = counts_sha256(mine.counts, mine.count);
+    return write_run_slabs(path, completed, mine, options, collective, complete);
+  }
+  if (run.counts_sha256.size() != 64)
+    throw InvalidArgument("run", "write_run from the row slabs of many ranks needs every rank's counts' SHA-256 "
+                                 "(counts_sha256)");
   detail::check_padding_to_store("the run", run.padding_idx, run.rows);
   // The gradient's summary (/summary): one process folds it on a thread of its own
   // while the datasets are written (the header comes after them); ranks fold their
@@ -180,8 +207,8 @@ void write_run_slabs(std::string const& path, RunFile const& given, RowSlab cons
       completed = given;
       complete(completed);
       header_of = &completed;
-      if (completed.gradient_sha256 != given.gradient_sha256 || completed.rows != given.rows ||
-          completed.cols != given.cols)
+      if (completed.gradient_sha256 != given.gradient_sha256 || completed.counts_sha256 != given.counts_sha256 ||
+          completed.rows != given.rows || completed.cols != given.cols)
         throw std::logic_error("write_run: complete() may not change the gradient's shape or digest");
     }
     write_run_attributes(file, *header_of, run_format);
@@ -206,6 +233,7 @@ void write_run(std::string const& path, RunFile const& run, SaveOptions const& o
   header.gradient = {};
   header.counts = {};
   header.gradient_sha256 = gradient_sha256(run.gradient);
+  header.counts_sha256 = counts_sha256(run.counts.data(), run.rows);
   write_run(path, header, RowSlab{0, run.rows, run.gradient.data(), run.counts.data()}, options);
 }
 
@@ -231,6 +259,10 @@ std::string sparse_gradient_sha256(std::int64_t const* rows, float const* values
   return hash.hex_digest();
 }
 
+std::string counts_sha256(std::int64_t const* counts, std::int64_t n) {
+  return sha256_hex(counts, static_cast<std::size_t>(n) * sizeof(std::int64_t));
+}
+
 void write_sparse_run(std::string const& path, RunFile const& run, SparseSlab const& mine, SaveOptions const& options,
                       Collective const* collective) {
   auto const d = run.cols;
@@ -249,23 +281,21 @@ void write_sparse_run(std::string const& path, RunFile const& run, SparseSlab co
                                        std::to_string(mine.row_begin) + ", " + std::to_string(mine.row_end) + ")");
   if (run.gradient_sha256.size() != 64)
     throw InvalidArgument("run", "write_sparse_run needs the records' SHA-256 (gradient_sha256)");
+  if (!collective && mine.first == 0 && mine.count == mine.total) check_counts_to_write(mine.counts, mine.count, run.positions);
+  if (run.counts_sha256.empty() && !collective && mine.first == 0 && mine.count == mine.total) {
+    RunFile with = run;  // one process holds every listed count: digest them here
+    with.counts_sha256 = counts_sha256(mine.counts, mine.count);
+    return write_sparse_run(path, with, mine, options, collective);
+  }
+  if (run.counts_sha256.size() != 64)
+    throw InvalidArgument("run", "write_sparse_run on many ranks needs every rank's listed counts' SHA-256 "
+                                 "(counts_sha256)");
   detail::check_padding_to_store("the run", run.padding_idx, run.rows);
   // The dense gradient's summary: the listed rows, and one +0.0 row (count 0) in each
   // finest block where this slab's table rows are not all listed.
   SummaryBuilder builder(run.rows, d);
   for (std::int64_t i = 0; i < mine.count; ++i) builder.add(mine.rows[i], 1, mine.values + i * d, mine.counts + i);
-  std::int64_t const block = summary_finest_block_rows(run.rows);
-  std::vector<float> const zeros(static_cast<std::size_t>(d), 0.0f);
-  std::int64_t const zero_count = 0;
-  std::int64_t k = 0;
-  for (std::int64_t lo = mine.row_begin; lo < mine.row_end;) {
-    std::int64_t const hi = std::min(mine.row_end, (lo / block + 1) * block);
-    std::int64_t listed = 0, unlisted = lo;  // the first row of [lo, hi) not listed
-    for (; k < mine.count && mine.rows[k] < hi; ++k, ++listed)
-      if (mine.rows[k] == unlisted) ++unlisted;
-    if (listed < hi - lo) builder.add(unlisted, 1, zeros.data(), &zero_count);
-    lo = hi;
-  }
+  detail::add_unlisted_zeros(builder, mine.rows, mine.count, mine.row_begin, mine.row_end);
   reduce_summary(builder, collective);
   auto header = [&](hid_t file) {
     write_run_attributes(file, run, sparse_run_format);
@@ -290,16 +320,34 @@ bool tagged_sparse(hid_t file) {
   }
 }
 
+// What holding a run's dense form takes, refused up front beyond this machine's
+// memory (a small sparse file may declare a huge V).
+void check_dense_memory(std::string const& path, RunFile const& run, bool with_gradient) {
+  detail::check_size(path, "/gradient", run.rows, run.cols, 4);  // V x d x 4 fits 64 bits
+  double const v = double(run.rows), d = double(run.cols);
+  if (with_gradient)
+    detail::check_memory(path, "", v * (4 * d + 8), "to hold its gradient and counts densely (V x (4d + 8) bytes)");
+  else
+    detail::check_memory(path, "", v * 8, "to hold its counts densely (V x 8 bytes)");
+}
+
+// The counts as stored (entries of a dense or a sparse run), checked and digested.
+void check_run_counts(std::string const& path, RunFile const& run, std::vector<std::int64_t> const& stored) {
+  detail::check_counts(path, "/counts", stored.data(), std::int64_t(stored.size()), run.positions, 0);
+  if (!run.counts_sha256.empty())
+    detail::check_digest(path, "/counts", "counts_sha256", run.counts_sha256,
+                         counts_sha256(stored.data(), std::int64_t(stored.size())));
+}
+
 // A sparse run file's rows, gradient and counts, as the dense gradient and counts.
 void read_sparse_datasets(hid_t file, std::string const& path, RunFile& run, bool with_gradient, bool verify) {
-  auto const n = detail::required_int64(file, path, "listed_rows");
-  std::int64_t n_rows = 0, n_counts = 0;
-  auto rows = detail::open_int_vector(file, path, "/rows", &n_rows);
+  auto const n = run.listed_count;
+  if (n < 1) throw FileError(path, "/rows", "listed_rows = " + std::to_string(n) + "; a sparse run lists 1 to num_embeddings rows");
+  std::int64_t n_counts = 0;
   auto counts = detail::open_int_vector(file, path, "/counts", &n_counts);
-  if (n < 1 || n > run.rows || n_rows != n || n_counts != n)
-    throw FileError(path, "/rows", "and /counts must hold listed_rows = " + std::to_string(n) +
-                                       " entries (1 to num_embeddings); they hold " + std::to_string(n_rows) +
-                                       " and " + std::to_string(n_counts));
+  if (n_counts != n)
+    throw FileError(path, "/counts", "must hold listed_rows = " + std::to_string(n) + " entries; it holds " +
+                                         std::to_string(n_counts));
   auto gradient = detail::open_float_matrix(file, path, "/gradient", false);
   if (gradient.rows != n || gradient.cols != run.cols)
     throw FileError(path, "/gradient",
@@ -307,127 +355,135 @@ void read_sparse_datasets(hid_t file, std::string const& path, RunFile& run, boo
                         ") but a sparse run of " + std::to_string(n) + " listed rows of " +
                         std::to_string(run.cols) + " columns needs (" + std::to_string(n) + ", " +
                         std::to_string(run.cols) + ")");
-  detail::check_size(path, "/gradient", run.rows, run.cols, 4);  // the dense form it is read as
-  run.sparse = true;
-  run.listed_rows.resize(static_cast<std::size_t>(n));
-  detail::read_ints(rows, path, "/rows", 0, n, run.listed_rows.data());
-  for (std::int64_t i = 0; i < n; ++i) {
-    auto const r = run.listed_rows[std::size_t(i)];
-    if (r < 0 || r >= run.rows || (i > 0 && r <= run.listed_rows[std::size_t(i - 1)]))
-      throw FileError(path, "/rows", "entry " + std::to_string(i) + " = " + std::to_string(r) +
-                                         " is not ascending within [0, " + std::to_string(run.rows) + ")");
-  }
+  check_dense_memory(path, run, with_gradient);  // the dense form it is read as
+  run.listed_rows = detail::read_listed_rows(file, path, n, run.rows);
   std::vector<std::int64_t> listed_counts(static_cast<std::size_t>(n));
   detail::read_ints(counts, path, "/counts", 0, n, listed_counts.data());
+  check_run_counts(path, run, listed_counts);
   run.counts.assign(static_cast<std::size_t>(run.rows), 0);
   for (std::int64_t i = 0; i < n; ++i) run.counts[std::size_t(run.listed_rows[std::size_t(i)])] = listed_counts[std::size_t(i)];
   if (!with_gradient) return;
   std::vector<float> values(static_cast<std::size_t>(n * run.cols));
   detail::read_rows(gradient, path, "/gradient", 0, n, values.data(), false);
-  if (verify && sparse_gradient_sha256(run.listed_rows.data(), values.data(), n, run.cols) != run.gradient_sha256)
-    throw FileError(path, "/gradient",
-                    "does not match its SHA-256 (attribute gradient_sha256 = " + run.gradient_sha256 +
-                        "): the file is damaged, or its gradient was changed after the run wrote it");
+  if (verify)
+    detail::check_digest(path, "/gradient", "gradient_sha256", run.gradient_sha256,
+                         sparse_gradient_sha256(run.listed_rows.data(), values.data(), n, run.cols));
   run.gradient.assign(static_cast<std::size_t>(run.rows * run.cols), 0.0f);
   for (std::int64_t i = 0; i < n; ++i)
     std::copy_n(values.data() + i * run.cols, run.cols,
                 run.gradient.data() + run.listed_rows[std::size_t(i)] * run.cols);
+}
+
+// A dense run file's gradient and counts.
+void read_dense_datasets(hid_t file, std::string const& path, RunFile& run, bool with_gradient, bool verify) {
+  auto gradient = detail::open_float_matrix(file, path, "/gradient", false);
+  if (gradient.rows != run.rows || gradient.cols != run.cols) {
+    throw FileError(path, "/gradient",
+                    "has shape (" + std::to_string(gradient.rows) + ", " + std::to_string(gradient.cols) +
+                        ") but the attributes say (" + std::to_string(run.rows) + ", " + std::to_string(run.cols) +
+                        ")");
+  }
+  std::int64_t n_counts = 0;
+  auto counts = detail::open_int_vector(file, path, "/counts", &n_counts);
+  if (n_counts != run.rows)
+    throw FileError(path, "/counts", "does not hold one count per row (" + std::to_string(run.rows) + ")");
+  check_dense_memory(path, run, with_gradient);
+  if (with_gradient) {
+    run.gradient.resize(static_cast<std::size_t>(run.rows * run.cols));
+    // A gradient may hold infinities (a sum can overflow); read it without the table's finite check.
+    if (H5Dread(gradient.dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, run.gradient.data()) < 0)
+      throw FileError(path, "/gradient",
+                      "cannot be read: the stored data do not match their checksum or cannot be "
+                      "decoded, so the file is damaged (HDF5: " +
+                          h5::error_text() + ")");
+    if (verify)
+      detail::check_digest(path, "/gradient", "gradient_sha256", run.gradient_sha256, gradient_sha256(run.gradient));
+  }
+  run.counts.resize(static_cast<std::size_t>(run.rows));
+  detail::read_ints(counts, path, "/counts", 0, run.rows, run.counts.data());
+  check_run_counts(path, run, run.counts);
+}
+
+// Everything but the datasets: attributes, inputs, timings, provenance.
+RunFile read_header(hid_t file, std::string const& path) {
+  bool const sparse = tagged_sparse(file);
+  detail::check_format(file, path, sparse ? "kembed-sparse-run" : "kembed-run", 1, sparse ? "sparse run" : "run");
+  RunFile run;
+  auto str = [&](char const* name) { return detail::required_string(file, path, name); };
+  auto num = [&](char const* name) { return detail::required_int64(file, path, name); };
+  run.kembed_version = str("kembed_version");
+  run.run_id = str("run_id");
+  run.created = str("created");
+  run.backend = str("backend");
+  run.threads = num("threads");
+  run.ranks = h5::read_int64(file, "ranks").value_or(1);
+  run.plan = str("plan");
+  run.plan_used = str("plan_used");
+  run.numeric_mode = str("numeric_mode");
+  run.scale_grad_by_freq = h5::read_string(file, "scale_grad_by_freq").value_or("none");
+  run.padding_idx = num("padding_idx");
+  run.positions = num("positions");
+  run.microbatches = num("microbatches");
+  run.microbatch_size = num("microbatch_size");
+  run.rows = num("num_embeddings");
+  run.cols = num("embedding_dim");
+  if (run.rows < 1 || run.cols < 1 || run.positions < 0)
+    throw FileError(path, "", "declares a (" + std::to_string(run.rows) + ", " + std::to_string(run.cols) +
+                                  ") gradient of " + std::to_string(run.positions) +
+                                  " positions; a run has V, d >= 1 and positions >= 0");
+  run.padding_idx = detail::stored_padding_idx(path, run.padding_idx, run.rows);
+  run.gradient_sha256 = str("gradient_sha256");
+  run.counts_sha256 = h5::read_string(file, "counts_sha256").value_or("");
+  run.sparse = sparse;
+  if (sparse) run.listed_count = num("listed_rows");
+
+  if (auto inputs = detail::open_group_if_present(file, path, "/inputs")) {
+    for (auto const& role : h5::link_names(*inputs)) {
+      auto g = detail::open_group_if_present(file, path, "/inputs/" + role);
+      if (!g) throw FileError(path, "/inputs/" + role, "is listed but cannot be found; the file is damaged");
+      InputIdentity in;
+      in.role = role;
+      in_object(path, "/inputs/" + role, [&] {
+        in.path = h5::read_string(*g, "path").value_or("");
+        in.sha256 = h5::read_string(*g, "sha256").value_or("");
+        in.bytes = h5::read_int64(*g, "bytes").value_or(0);
+      });
+      run.inputs.push_back(std::move(in));
+    }
+  }
+  if (auto timings = detail::open_group_if_present(file, path, "/timings")) {
+    for (char const* phase : timing_phases)
+      if (auto seconds = in_object(path, "/timings", [&] { return h5::read_double(*timings, phase); }))
+        run.timings.emplace_back(phase, *seconds);
+  }
+  if (auto provenance = detail::open_group_if_present(file, path, "/provenance")) {
+    auto text = [&](char const* name) {
+      return in_object(path, std::string("/provenance/") + name,
+                       [&] { return h5::read_string_dataset(*provenance, name); });
+    };
+    run.command_line_json = text("command_line");
+    run.configuration_json = text("configuration");
+  }
+  return run;
 }
 }  // namespace
 
 RunFile read_run(std::string const& path, bool with_gradient, bool verify) {
   return detail::reading(path, [&] {
     auto file = detail::open_for_reading(path);
-    bool const sparse = tagged_sparse(file);
-    detail::check_format(file, path, sparse ? "kembed-sparse-run" : "kembed-run", 1, sparse ? "sparse run" : "run");
-    RunFile run;
-    auto str = [&](char const* name) { return detail::required_string(file, path, name); };
-    auto num = [&](char const* name) { return detail::required_int64(file, path, name); };
-    run.kembed_version = str("kembed_version");
-    run.run_id = str("run_id");
-    run.created = str("created");
-    run.backend = str("backend");
-    run.threads = num("threads");
-    run.ranks = h5::read_int64(file, "ranks").value_or(1);
-    run.plan = str("plan");
-    run.plan_used = str("plan_used");
-    run.numeric_mode = str("numeric_mode");
-    run.scale_grad_by_freq = h5::read_string(file, "scale_grad_by_freq").value_or("none");
-    run.padding_idx = num("padding_idx");
-    run.positions = num("positions");
-    run.microbatches = num("microbatches");
-    run.microbatch_size = num("microbatch_size");
-    run.rows = num("num_embeddings");
-    run.cols = num("embedding_dim");
-    run.padding_idx = detail::stored_padding_idx(path, run.padding_idx, run.rows);
-    run.gradient_sha256 = str("gradient_sha256");
-
-    if (sparse) {
+    RunFile run = read_header(file, path);
+    if (run.sparse)
       read_sparse_datasets(file, path, run, with_gradient, verify);
-    } else {
-      auto gradient = detail::open_float_matrix(file, path, "/gradient", false);
-      if (gradient.rows != run.rows || gradient.cols != run.cols) {
-        throw FileError(path, "/gradient",
-                        "has shape (" + std::to_string(gradient.rows) + ", " + std::to_string(gradient.cols) +
-                            ") but the attributes say (" + std::to_string(run.rows) + ", " + std::to_string(run.cols) +
-                            ")");
-      }
-      detail::check_size(path, "/gradient", run.rows, run.cols, 4);
-      if (with_gradient) {
-        run.gradient.resize(static_cast<std::size_t>(run.rows * run.cols));
-        // A gradient may hold infinities (a sum can overflow); read it without the table's finite check.
-        {
-          if (H5Dread(gradient.dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, run.gradient.data()) < 0)
-            throw FileError(path, "/gradient",
-                            "cannot be read: the stored data do not match their checksum or cannot be "
-                            "decoded, so the file is damaged (HDF5: " +
-                                h5::error_text() + ")");
-        }
-        if (verify && gradient_sha256(run.gradient) != run.gradient_sha256) {
-          throw FileError(path, "/gradient",
-                          "does not match its SHA-256 (attribute gradient_sha256 = " + run.gradient_sha256 +
-                              "): the file is damaged, or its gradient was changed after the run wrote it");
-        }
-      }
-
-      std::int64_t n_counts = 0;
-      auto counts = detail::open_int_vector(file, path, "/counts", &n_counts);
-      if (n_counts != run.rows)
-        throw FileError(path, "/counts", "does not hold one count per row (" + std::to_string(run.rows) + ")");
-      run.counts.resize(static_cast<std::size_t>(run.rows));
-      detail::read_ints(counts, path, "/counts", 0, run.rows, run.counts.data());
-    }
-
-    if (h5::exists(file, "/inputs")) {
-      h5::Handle inputs = h5::group(H5Gopen2(file, "/inputs", H5P_DEFAULT));
-      for (auto const& role : h5::link_names(inputs)) {
-        h5::Handle g = h5::group(H5Gopen2(inputs, role.c_str(), H5P_DEFAULT));
-        InputIdentity in;
-        in.role = role;
-        in_object(path, "/inputs/" + role, [&] {
-          in.path = h5::read_string(g, "path").value_or("");
-          in.sha256 = h5::read_string(g, "sha256").value_or("");
-          in.bytes = h5::read_int64(g, "bytes").value_or(0);
-        });
-        run.inputs.push_back(std::move(in));
-      }
-    }
-    if (h5::exists(file, "/timings")) {
-      h5::Handle timings = h5::group(H5Gopen2(file, "/timings", H5P_DEFAULT));
-      for (char const* phase : timing_phases)
-        if (auto seconds = in_object(path, "/timings", [&] { return h5::read_double(timings, phase); }))
-          run.timings.emplace_back(phase, *seconds);
-    }
-    if (h5::exists(file, "/provenance")) {
-      h5::Handle provenance = h5::group(H5Gopen2(file, "/provenance", H5P_DEFAULT));
-      auto text = [&](char const* name) {
-        return in_object(path, std::string("/provenance/") + name,
-                         [&] { return h5::read_string_dataset(provenance, name); });
-      };
-      run.command_line_json = text("command_line");
-      run.configuration_json = text("configuration");
-    }
+    else
+      read_dense_datasets(file, path, run, with_gradient, verify);
     return run;
+  });
+}
+
+RunFile read_run_header(std::string const& path) {
+  return detail::reading(path, [&] {
+    auto file = detail::open_for_reading(path);
+    return read_header(file, path);
   });
 }
 

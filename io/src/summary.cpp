@@ -1,6 +1,7 @@
 #include "common.hpp"
 #include "summary_file.hpp"
 
+#include <kembed/io/sha256.hpp>
 #include <kembed/io/summary.hpp>
 
 #include <algorithm>
@@ -118,9 +119,51 @@ Summary SummaryBuilder::finish() const {
   return s;
 }
 
+std::string summary_sha256(Summary const& s) {
+  Sha256 hash;
+  for (auto const& level : s.levels) {
+    hash.update(&level.block_rows, sizeof(std::int64_t));
+    hash.update(level.counts.data(), level.counts.size() * sizeof(std::int64_t));
+    for (auto const* values : {&level.min, &level.max, &level.max_abs})
+      hash.update(values->data(), values->size() * sizeof(float));
+  }
+  return hash.hex_digest();
+}
+
+bool same_bits(Summary const& a, Summary const& b) {
+  auto same = [](auto const& x, auto const& y) {
+    return x.size() == y.size() && (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(x[0])) == 0);
+  };
+  if (a.rows != b.rows || a.cols != b.cols || a.levels.size() != b.levels.size()) return false;
+  for (std::size_t i = 0; i < a.levels.size(); ++i) {
+    auto const &x = a.levels[i], &y = b.levels[i];
+    if (x.block_rows != y.block_rows || !same(x.counts, y.counts) || !same(x.min, y.min) || !same(x.max, y.max) ||
+        !same(x.max_abs, y.max_abs))
+      return false;
+  }
+  return true;
+}
+
 namespace detail {
 
+void add_unlisted_zeros(SummaryBuilder& builder, std::int64_t const* rows, std::int64_t n, std::int64_t row_begin,
+                        std::int64_t row_end) {
+  std::int64_t const block = summary_finest_block_rows(builder.rows());
+  std::vector<float> const zeros(static_cast<std::size_t>(builder.cols()), 0.0f);
+  std::int64_t const zero_count = 0;
+  std::int64_t k = 0;
+  for (std::int64_t lo = row_begin; lo < row_end;) {
+    std::int64_t const hi = std::min(row_end, (lo / block + 1) * block);
+    std::int64_t listed = 0, unlisted = lo;  // the first row of [lo, hi) not listed
+    for (; k < n && rows[k] < hi; ++k, ++listed)
+      if (rows[k] == unlisted) ++unlisted;
+    if (listed < hi - lo) builder.add(unlisted, 1, zeros.data(), &zero_count);
+    lo = hi;
+  }
+}
+
 void write_summary(hid_t file, Summary const& s, SaveOptions const& options) {
+  h5::write_string(file, "summary_sha256", summary_sha256(s));
   h5::Handle group = h5::group(H5Gcreate2(file, "summary", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   if (!group.valid()) throw std::runtime_error("creating group 'summary': " + h5::error_text());
   std::vector<std::int64_t> sizes;
@@ -145,6 +188,25 @@ void write_summary(hid_t file, Summary const& s, SaveOptions const& options) {
 }
 
 }  // namespace detail
+
+namespace {
+// Block counts are sums of row counts: never negative, and the single block's is the
+// run's positions (every position counts once, the padding row's too).
+void check_summary_counts(std::string const& path, hid_t file, Summary const& s) {
+  for (auto const& level : s.levels)
+    for (std::size_t b = 0; b < level.counts.size(); ++b)
+      if (level.counts[b] < 0)
+        throw FileError(path, "/summary/" + level_name(level.block_rows) + "/counts",
+                        "holds " + std::to_string(level.counts[b]) + " at block " + std::to_string(b) +
+                            "; a count is never negative");
+  auto const positions = h5::read_int64(file, "positions");
+  auto const total = s.levels.back().counts.front();
+  if (positions && total != *positions)
+    throw FileError(path, "/summary/" + level_name(s.levels.back().block_rows) + "/counts",
+                    "sums to " + std::to_string(total) + " but the run folded positions = " +
+                        std::to_string(*positions) + "; the summary is not this run's");
+}
+}  // namespace
 
 Summary read_summary(std::string const& path) {
   return detail::reading(path, [&] {
@@ -201,6 +263,14 @@ Summary read_summary(std::string const& path) {
     }
     if (s.levels.empty() || s.levels.back().blocks != 1)
       throw FileError(path, "/summary/block_rows", "does not reach one block: the summary is incomplete");
+    check_summary_counts(path, file, s);
+    if (auto const stored = h5::read_string(file, "summary_sha256")) {
+      if (*stored != summary_sha256(s))
+        throw FileError(path, "/summary",
+                        "does not match its SHA-256 (attribute summary_sha256 = " + *stored +
+                            "): the file is damaged, or its summary was changed after the run wrote it");
+      s.verified = true;
+    }
     return s;
   });
 }

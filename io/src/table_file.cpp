@@ -5,6 +5,7 @@
 #include <kembed/io/error.hpp>
 #include <kembed/io/table_file.hpp>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace kembed::io {
@@ -145,6 +146,20 @@ TableFile load_rows(std::string const& path, std::int64_t first, std::int64_t co
     t.info.weight.resize(static_cast<std::size_t>(count * d));
     detail::read_rows(t.weight, path, weight_dataset, first, count, t.info.weight.data());
     return std::move(t.info);
+  });
+}
+
+void check_table_finite(std::string const& path, std::int64_t first, std::int64_t count) {
+  detail::reading(path, [&] {
+    auto t = open_table(path);
+    auto const v = t.info.config.num_embeddings, d = t.info.config.embedding_dim;
+    if (first < 0 || count < 0 || first > v || count > v - first)
+      throw InvalidArgument("rows", "rows [" + std::to_string(first) + ", +" + std::to_string(count) +
+                                        ") are not within the table's " + std::to_string(v) + " rows (" + path + ")");
+    std::int64_t const piece = std::max<std::int64_t>(1, (std::int64_t{16} << 20) / (4 * d));
+    std::vector<float> rows(static_cast<std::size_t>(std::min(piece, count) * d));
+    for (std::int64_t at = first; at < first + count; at += piece)  // read_rows refuses what is not finite
+      detail::read_rows(t.weight, path, weight_dataset, at, std::min(piece, first + count - at), rows.data());
   });
 }
 

@@ -12,7 +12,9 @@
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <new>
@@ -42,6 +44,22 @@ std::string make_run_id() {
   return id;
 }
 
+namespace {
+// Whether `path` is tagged as a kembed checkpoint (whatever else is wrong with it).
+bool is_checkpoint(std::string const& path) {
+  try {
+    return io::file_format(path) == io::checkpoint_format;
+  } catch (Error const&) {
+    return false;
+  }
+}
+}  // namespace
+
+void refuse_checkpoint(io::FileError const& e) {
+  throw io::FileError(e.path(), e.dataset(),
+                      e.problem() + "; it is not resumed and was left as it is: remove it to start the job again");
+}
+
 std::optional<io::Checkpoint> check_job_paths(BackwardSettings const& s, std::string const& checkpoint_path) {
   for (auto const& [option, input] : {std::pair{"--table", s.table}, std::pair{"--batch", s.batch}}) {
     if (same_file(s.out, input))
@@ -65,6 +83,7 @@ std::optional<io::Checkpoint> check_job_paths(BackwardSettings const& s, std::st
   try {
     found = io::read_checkpoint(checkpoint_path, false);
   } catch (io::FileError const& e) {
+    if (is_checkpoint(checkpoint_path)) refuse_checkpoint(e);  // a kembed checkpoint, damaged
     std::string const why = std::string(e.what()).substr(std::string("kembed: ").size());
     throw InvalidArgument("checkpoint", why + ". kembed writes, resumes and removes its checkpoint at " +
                                             checkpoint_path +
@@ -121,6 +140,48 @@ void check_resumable(io::Checkpoint const& c, std::string const& path, io::Input
   if (scale == "call" && c.microbatch_size != microbatch)
     mismatch("scale_grad_by_freq call needs the same --microbatch (" + std::to_string(c.microbatch_size) + ")");
   if (c.position < 0 || c.position > positions) mismatch("its position is beyond the batch");
+}
+
+std::int64_t check_carried(io::Checkpoint const& c, std::string const& path, std::int64_t first_row,
+                           std::int64_t padding_idx, bool deterministic) {
+  auto refuse = [&](std::string const& object, std::string const& what) {
+    throw io::FileError(path, object, what + ", which no job carries: the checkpoint is damaged or was edited");
+  };
+  std::int64_t const n = std::int64_t(c.counts.size()), d = c.cols;
+  std::int64_t const least = c.sparse ? 1 : 0;
+  std::int64_t sum = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::int64_t const row = c.sparse ? c.listed_rows[std::size_t(i)] : first_row + i;
+    std::int64_t const count = c.counts[std::size_t(i)];
+    if (count < least || count > c.position - sum)
+      refuse("/counts", "row " + std::to_string(row) + " has the count " + std::to_string(count));
+    sum += count;
+    float const* values = c.gradient.data() + i * d;
+    bool const zero = count == 0 || row == padding_idx;
+    for (std::int64_t k = 0; k < d; ++k) {
+      std::uint32_t bits;
+      std::memcpy(&bits, values + k, 4);
+      if (zero && bits != 0)
+        refuse("/gradient", "row " + std::to_string(row) + (row == padding_idx ? ", the padding row," : "") +
+                                " holds a value other than +0.0 at column " + std::to_string(k) + " with " +
+                                std::to_string(count) + " occurrences");
+      if (!deterministic && std::isnan(values[k]))
+        refuse("/gradient", "row " + std::to_string(row) + " holds NaN at column " + std::to_string(k) + " in mode " +
+                                c.numeric_mode);
+    }
+  }
+  return sum;
+}
+
+std::vector<unsigned char> sparse_records(std::int64_t const* rows, float const* values, std::int64_t n,
+                                          std::int64_t d) {
+  std::vector<unsigned char> records(static_cast<std::size_t>(n * (8 + 4 * d)));
+  for (std::int64_t i = 0; i < n; ++i) {
+    unsigned char* at = records.data() + i * (8 + 4 * d);
+    std::memcpy(at, rows + i, 8);
+    std::memcpy(at + 8, values + i * d, static_cast<std::size_t>(4 * d));
+  }
+  return records;
 }
 
 std::string settings_json(BackwardSettings const& s, Config const& c, std::string const& backend, int threads,

@@ -14,12 +14,14 @@ class FileError : public InvalidArgument {
   FileError(std::string path, std::string dataset, std::string const& problem)
       : InvalidArgument("file", path + (dataset.empty() ? "" : ": dataset '" + dataset + "'") + ": " + problem),
         path_(std::move(path)),
-        dataset_(std::move(dataset)) {}
+        dataset_(std::move(dataset)),
+        problem_(problem) {}
   std::string const& path() const noexcept { return path_; }
   std::string const& dataset() const noexcept { return dataset_; }
+  std::string const& problem() const noexcept { return problem_; }  // without the file and the dataset
 
  private:
-  std::string path_, dataset_;
+  std::string path_, dataset_, problem_;
 };
 
 class IoFailure : public Error {

@@ -105,13 +105,27 @@ struct Checkpoint {
   // (listed x cols) and `counts` hold; false: every row, densely.
   bool sparse = false;
   std::vector<std::int64_t> listed_rows;
+  std::int64_t listed_count = 0;  // a sparse checkpoint's listed rows in all (every rank's)
+  // Digests (docs/FORMAT.md): of the whole carried gradient (dense: its float32
+  // bytes; sparse: (row, values) records as a sparse run's) and counts (int64), in
+  // row order; and checkpoint_sha256, of every attribute a resume builds on, these
+  // two included. A resume that reads only its own rows checks the first two itself.
+  std::string gradient_sha256, counts_sha256, checkpoint_sha256;
 };
 
+// checkpoint_sha256 of a checkpoint's attributes (its data digests included).
+std::string checkpoint_sha256(Checkpoint const& checkpoint);
+
+// Computes every digest (the checkpoint holds all rows).
 void write_checkpoint(std::string const& path, Checkpoint const& checkpoint);
 // Reads a checkpoint; with `with_data` false only its attributes (gradient and counts
 // stay empty), to check whose it is before touching it. With `row_count` >= 0 only
 // rows [first_row, first_row + row_count) of the gradient and counts are read (a
 // rank's own rows; any number of ranks may have written the file).
+// The attributes are checked against checkpoint_sha256 whenever the file has one,
+// and with data it must have one (a checkpoint that cannot be verified is not
+// resumed). The data are checked against their digests when every row is read;
+// a caller reading part of them compares what all parts hash to (the MPI job does).
 Checkpoint read_checkpoint(std::string const& path, bool with_data = true, std::int64_t first_row = 0,
                            std::int64_t row_count = -1);
 
@@ -122,7 +136,9 @@ struct RowSlab {
   float const* gradient = nullptr;       // count x cols
   std::int64_t const* counts = nullptr;  // count
 };
-// write_checkpoint from row slabs: `checkpoint`'s gradient and counts are not used.
+// write_checkpoint from row slabs: `checkpoint`'s gradient and counts are not used,
+// and its gradient_sha256 and counts_sha256 must be set (of every rank's rows in
+// row order) unless one process writes every row, when they are computed here.
 // With `collective`, every rank calls it with the same attributes and its own rows
 // (the slabs cover the rows in rank order); the file's datasets are byte for byte
 // those one process writes.

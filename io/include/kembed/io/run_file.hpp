@@ -59,9 +59,13 @@ struct RunFile {
   std::vector<float> gradient;       // rows x cols (a sparse run's too, unlisted rows +0.0)
   std::vector<std::int64_t> counts;  // rows
   std::string gradient_sha256;       // of the gradient's little-endian bytes; set by write_run
+  // Of the counts as stored (a dense run's V, a sparse run's listed ones; int64
+  // little-endian); set by write_run. Empty in files written before it existed.
+  std::string counts_sha256;
   // A sparse run file's: the rows it lists (ascending). Empty for a dense run.
   bool sparse = false;
   std::vector<std::int64_t> listed_rows;
+  std::int64_t listed_count = 0;  // how many (also when only the header was read)
 };
 
 // A sparse run's listed rows held by this process: entries [first, first + count)
@@ -78,17 +82,22 @@ struct SparseSlab {
 // SHA-256 of a sparse gradient as a sparse run file stores it: each listed row as its
 // row number (int64) and its cols float32 values, little-endian, rows ascending.
 std::string sparse_gradient_sha256(std::int64_t const* rows, float const* values, std::int64_t n, std::int64_t cols);
+// SHA-256 of counts as a run file stores them (int64, little-endian).
+std::string counts_sha256(std::int64_t const* counts, std::int64_t n);
 // Writes a sparse run file (`run`'s gradient and counts unused; gradient_sha256, of
-// every rank's records in rank order, must be set). With `collective`, every rank
-// calls it with the same `run` and its own slab. The summary is the dense gradient's.
+// every rank's records in rank order, must be set, and with `collective` so must
+// counts_sha256, of every rank's listed counts in rank order). With `collective`,
+// every rank calls it with the same `run` and its own slab. The summary is the dense gradient's.
 void write_sparse_run(std::string const& path, RunFile const& run, SparseSlab const& mine,
                       SaveOptions const& options = {}, Collective const* collective = nullptr);
 
 // Crash-safe, as save_table. Computes and stores gradient_sha256.
 void write_run(std::string const& path, RunFile const& run, SaveOptions const& options = {});
 // write_run from row slabs (job_files.hpp): `run`'s gradient and counts are not used,
-// and its gradient_sha256 (of the whole gradient, in row order) must be set. With
-// `collective`, every rank calls it with the same `run` and its own rows.
+// and its gradient_sha256 (of the whole gradient, in row order) must be set, and its
+// counts_sha256 too with `collective` (one process holding every row may leave it
+// empty: it is computed here). With `collective`, every rank calls it with the same
+// `run` and its own rows.
 void write_run(std::string const& path, RunFile const& run, RowSlab const& mine, SaveOptions const& options,
                Collective const* collective = nullptr);
 // The same for one process, with the header completed late: the gradient and counts
@@ -101,7 +110,14 @@ void write_run(std::string const& path, RunFile const& run, RowSlab const& all, 
 // sparse run file reads as its dense gradient and counts (with `listed_rows`).
 // With `with_gradient` false the gradient is left empty (and not read at all);
 // with `verify` false its SHA-256 is not recomputed (a viewer may do it later).
+// The counts are always checked: against counts_sha256 where the file has it, and
+// each in [0, positions] summing to positions. What the dense form needs in memory
+// (V x (4d + 8) bytes, or V x 8 without the gradient) is refused up front when it
+// exceeds this machine's memory, whatever the file's own size.
 RunFile read_run(std::string const& path, bool with_gradient = true, bool verify = true);
+// The attributes, inputs, timings and provenance only: no gradient, no counts (so
+// nothing in proportion to the rows); `listed_count` says how many a sparse run lists.
+RunFile read_run_header(std::string const& path);
 // The stored SHA-256 of the gradient alone, without reading the gradient.
 std::string read_run_gradient_sha256(std::string const& path);
 

@@ -51,8 +51,18 @@ struct SummaryLevel {
 struct Summary {
   std::int64_t rows = 0, cols = 0;
   std::vector<SummaryLevel> levels;  // finest first; the last has one block
+  // As read: whether the file stored summary_sha256 (older files do not) and it
+  // matched. A summary without one is unverified until recomputed from the rows.
+  bool verified = false;
   bool empty() const noexcept { return levels.empty(); }
 };
+
+// SHA-256 of a summary as a run file stores it (attribute summary_sha256,
+// docs/FORMAT.md): level by level, finest first, its block_rows (int64), then its
+// counts (int64), min, max and max_abs (float32), all little-endian.
+std::string summary_sha256(Summary const& summary);
+// Whether two summaries hold the same bits (NaN included).
+bool same_bits(Summary const& a, Summary const& b);
 
 // Rows per block of the finest level for a gradient of `rows` rows: the least power
 // of two, 16 or more, that leaves at most summary_max_blocks blocks.
@@ -84,7 +94,8 @@ class SummaryBuilder {
 
 // The summary stored in a run file, or an empty one when the file has none (runs
 // written before it existed). Throws FileError on a summary that does not fit the
-// gradient's shape.
+// gradient's shape, that fails its stored summary_sha256, whose block counts are
+// negative or whose single block's count is not the run's positions.
 Summary read_summary(std::string const& path);
 
 }  // namespace kembed::io

@@ -46,6 +46,10 @@ void save_table(std::string const& path, float const* rows, std::int64_t first_r
 TableFile load_table(std::string const& path);
 // Rows [first, first + count) of a kembed table, read by hyperslab.
 TableFile load_rows(std::string const& path, std::int64_t first, std::int64_t count);
+// Checks that rows [first, first + count) of a kembed table are finite, reading them
+// in pieces of at most 16 MiB (a job that does not need the values checks a table
+// it names this way); throws FileError naming the first NaN or infinity.
+void check_table_finite(std::string const& path, std::int64_t first, std::int64_t count);
 
 // A plain 2-D float dataset at `dataset` in any HDF5 file (h5py's layouts, chunked
 // or contiguous, compressed or not, either byte order). float32 loads as it is;

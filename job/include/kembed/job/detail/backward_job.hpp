@@ -103,7 +103,12 @@ class BackwardJob {
         hash_s = seconds(h0);
       });
     bool inputs_known = false;
+    // The table's values do not change the gradient, but the run names the table as
+    // its input: each rank checks that its rows are finite (an I/O task queued after
+    // the first block's read, while the first rank hashes the same pages).
+    std::future<void> table_checked;
     auto hashed = [&] {
+      if (table_checked.valid()) together([&] { table_checked.get(); });
       if (inputs_known) return;
       together([&] {
         hasher.join();
@@ -135,10 +140,21 @@ class BackwardJob {
     double resumed_elapsed = 0;
     if (resuming) {
       hashed();
+      io::Checkpoint ckpt;
+      std::int64_t carried = 0;  // this rank's counts, summed
       together([&] {
-        auto ckpt = io::read_checkpoint(checkpoint_path, true, first_row, rows);
+        try {
+          ckpt = io::read_checkpoint(checkpoint_path, true, first_row, rows);
+          carried = check_carried(ckpt, checkpoint_path, first_row, padding,
+                                  layer->config().mode == Mode::deterministic);
+        } catch (io::FileError const& e) {
+          refuse_checkpoint(e);
+        }
         check_resumable(ckpt, checkpoint_path, table_id, batch_id, v, d, mode, padding, s_.microbatch, t, scale_name,
                         sparse);
+      });
+      verify_parts(ckpt, checkpoint_path, carried);
+      together([&] {
         if (sparse) {
           carry = device_listed(ckpt.listed_rows, ckpt.gradient, first_row, d);
           for (std::size_t i = 0; i < ckpt.listed_rows.size(); ++i)
@@ -207,6 +223,7 @@ class BackwardJob {
     progress(position, t, resumed_from);
     int current = 0;
     std::future<void> pending = position < t ? read_block(blocks[0], position) : std::future<void>();
+    table_checked = io.submit([this, first_row, rows] { io::check_table_finite(s_.table, first_row, rows); });
     while (position < t) {
       Block& blk = blocks[current];
       t0 = clock::now();
@@ -263,7 +280,11 @@ class BackwardJob {
           std::int64_t const n = std::int64_t(checkpoint_listed.rows.size());
           std::int64_t const total = team_.sum(n), first = team_.sum_before(n);
           checkpoint_written = io.submit([ckpt, &checkpoint_listed, &checkpoint_path, this, first_row, rows, n,
-                                          total, first] {
+                                          total, first, d] {
+            auto const& l = checkpoint_listed;
+            auto const records = sparse_records(l.rows.data(), l.values.data(), n, d);
+            ckpt->gradient_sha256 = team_.sha256_in_rank_order(records.data(), records.size());
+            ckpt->counts_sha256 = team_.sha256_in_rank_order(l.counts.data(), l.counts.size() * 8);
             io::write_checkpoint(checkpoint_path, *ckpt,
                                  io::SparseSlab{first, n, total, first_row, first_row + rows,
                                                 checkpoint_listed.rows.data(), checkpoint_listed.values.data(),
@@ -278,6 +299,10 @@ class BackwardJob {
           });
           checkpoint_written = io.submit([ckpt, &checkpoint_gradient, &checkpoint_counts, &checkpoint_path, this,
                                           first_row, rows] {
+            // Digests of every rank's rows in row order (one process: on this thread, beside the fold).
+            ckpt->gradient_sha256 =
+                team_.sha256_in_rank_order(checkpoint_gradient.data(), checkpoint_gradient.size() * sizeof(float));
+            ckpt->counts_sha256 = team_.sha256_in_rank_order(checkpoint_counts.data(), checkpoint_counts.size() * 8);
             io::write_checkpoint(checkpoint_path, *ckpt,
                                  io::RowSlab{first_row, rows, checkpoint_gradient.data(), checkpoint_counts.data()},
                                  team_.collective());
@@ -319,6 +344,7 @@ class BackwardJob {
     log("kembed backward: hashing the gradient and writing " + s_.out);
     auto const g = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
     if (!sparse) run.gradient_sha256 = team_.sha256_in_rank_order(g.data(), g.size() * sizeof(float));
+    if (!sparse) run.counts_sha256 = team_.sha256_in_rank_order(counts.data(), counts.size() * 8);
     // The inputs and the timings, once the inputs are hashed.
     double hash_wait_s = 0;
     auto complete = [&](io::RunFile& r) {
@@ -405,6 +431,46 @@ class BackwardJob {
     return {at(team_.rank()), at(team_.rank() + 1)};
   }
 
+  // The checkpoint as every rank read its part: the counts sum to its position, and
+  // where ranks read parts, the parts hash in rank order to its stored digests (one
+  // process read every row, and io checked those). Collective.
+  void verify_parts(io::Checkpoint const& c, std::string const& path, std::int64_t carried) const {
+    std::int64_t const total = team_.sum(carried);
+    std::string gradient_sha, counts_sha;
+    if (team_.size() > 1) {
+      auto const d = c.cols;
+      if (c.sparse) {
+        auto const records = sparse_records(c.listed_rows.data(), c.gradient.data(), std::int64_t(c.listed_rows.size()), d);
+        gradient_sha = team_.sha256_in_rank_order(records.data(), records.size());
+      } else {
+        gradient_sha = team_.sha256_in_rank_order(c.gradient.data(), c.gradient.size() * sizeof(float));
+      }
+      counts_sha = team_.sha256_in_rank_order(c.counts.data(), c.counts.size() * 8);
+    }
+    together([&] {
+      try {
+        check_parts(c, path, gradient_sha, counts_sha, total);
+      } catch (io::FileError const& e) {
+        refuse_checkpoint(e);
+      }
+    });
+  }
+  void check_parts(io::Checkpoint const& c, std::string const& path, std::string const& gradient_sha,
+                   std::string const& counts_sha, std::int64_t total) const {
+    {
+      if (team_.size() > 1 && gradient_sha != c.gradient_sha256)
+        throw io::FileError(path, "/gradient", "does not match its SHA-256 (attribute gradient_sha256 = " +
+                                                   c.gradient_sha256 + "): the checkpoint is damaged or was edited");
+      if (team_.size() > 1 && counts_sha != c.counts_sha256)
+        throw io::FileError(path, "/counts", "does not match its SHA-256 (attribute counts_sha256 = " +
+                                                 c.counts_sha256 + "): the checkpoint is damaged or was edited");
+      if (total != c.position)
+        throw io::FileError(path, "/counts", "sums to " + std::to_string(total) + " but the checkpoint's position is " +
+                                                 std::to_string(c.position) +
+                                                 ": the checkpoint is damaged or was edited");
+    }
+  }
+
   // A sparse gradient's listed rows on the host: global row numbers, values, and
   // each row's count so far.
   struct Listed {
@@ -450,13 +516,9 @@ class BackwardJob {
     auto const d = run.cols;
     auto const listed = host_listed(carry, counts, first_row);
     std::int64_t const n = std::int64_t(listed.rows.size());
-    std::vector<unsigned char> records(static_cast<std::size_t>(n * (8 + 4 * d)));
-    for (std::int64_t i = 0; i < n; ++i) {
-      unsigned char* at = records.data() + i * (8 + 4 * d);
-      std::memcpy(at, &listed.rows[std::size_t(i)], 8);
-      std::memcpy(at + 8, listed.values.data() + i * d, static_cast<std::size_t>(4 * d));
-    }
+    auto const records = sparse_records(listed.rows.data(), listed.values.data(), n, d);
     run.gradient_sha256 = team_.sha256_in_rank_order(records.data(), records.size());
+    run.counts_sha256 = team_.sha256_in_rank_order(listed.counts.data(), listed.counts.size() * 8);
     std::int64_t const total = team_.sum(n), first = team_.sum_before(n);
     complete(run);
     io::SparseSlab const slab{first, n, total, first_row, first_row + rows, listed.rows.data(), listed.values.data(),

@@ -1,5 +1,6 @@
 #pragma once
 // The batch job's parts that do not depend on the backend or the team (job/src).
+#include <kembed/io/error.hpp>
 #include <kembed/io/job_files.hpp>
 #include <kembed/io/run_file.hpp>
 
@@ -7,6 +8,7 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kembed::job {
 struct BackwardSettings;
@@ -31,11 +33,27 @@ std::optional<io::Checkpoint> check_job_paths(BackwardSettings const& s, std::st
 std::string remove_own_checkpoint(std::string const& path, std::string const& job_id,
                                   io::Checkpoint const* resumed_legacy);
 
+// Rethrows a checkpoint's refusal, saying that it is neither resumed nor changed.
+[[noreturn]] void refuse_checkpoint(io::FileError const& e);
+
 // Refuses a checkpoint that belongs to another job than this one.
 void check_resumable(io::Checkpoint const& c, std::string const& path, io::InputIdentity const& table,
                      io::InputIdentity const& batch, std::int64_t rows, std::int64_t cols, std::string const& mode,
                      std::int64_t padding_idx, std::int64_t microbatch, std::int64_t positions,
                      std::string const& scale, bool sparse);
+
+// Checks what this rank read of a checkpoint against what any carried state holds
+// (its digests aside): counts >= 0 (>= 1 for a row a sparse checkpoint lists); a row
+// never referenced (count 0) and the padding row +0.0 in every bit; no NaN unless
+// `deterministic` (a pairwise tree can add +inf to -inf, an ascending or atomic
+// sum of finite terms cannot). `first_row`: the global row of its first dense row.
+// Returns its counts' sum, for the caller to compare with the position over all ranks.
+std::int64_t check_carried(io::Checkpoint const& c, std::string const& path, std::int64_t first_row,
+                           std::int64_t padding_idx, bool deterministic);
+
+// (row int64, d float32 values) records, as a sparse run's and checkpoint's digests hash them.
+std::vector<unsigned char> sparse_records(std::int64_t const* rows, float const* values, std::int64_t n,
+                                          std::int64_t d);
 
 // The run file's record of the settings (JSON).
 std::string settings_json(BackwardSettings const& s, Config const& c, std::string const& backend, int threads,
