@@ -4,6 +4,7 @@
 #include "support/test_support.hpp"
 
 #include <kembed/core/synthetic.hpp>
+#include <kembed/io/check.hpp>
 #include <kembed/io/embedding_io.hpp>
 #include <kembed/io/error.hpp>
 #include <kembed/io/job_files.hpp>
@@ -959,6 +960,186 @@ TEST_F(Io, SparseRunFilesReadAsTheirDenseGradient) {
   } catch (io::FileError const& e) {
     EXPECT_NE(std::string(e.what()).find("does not match its SHA-256"), std::string::npos) << e.what();
   }
+}
+
+// ---- digests over everything a reader builds on (trust, second round) -----------------
+
+// Writes `values` over the whole of dataset `name` (a valid HDF5 write: the Fletcher32
+// checksums agree, the digests do not).
+template <class T>
+void overwrite(std::string const& file, char const* name, hid_t mem_type, std::vector<T> const& values) {
+  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+  H5Dwrite(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data());
+  H5Dclose(d), H5Fclose(f);
+}
+
+template <class F>
+std::string refusal(F&& read) {
+  try {
+    read();
+  } catch (io::FileError const& e) {
+    return e.what();
+  }
+  return "(read)";
+}
+
+io::Checkpoint sample_checkpoint() {
+  auto const run = sample_run();
+  io::Checkpoint c;
+  c.job_id = "job-1", c.position = run.positions, c.microbatches = 3, c.microbatch_size = 4096;
+  c.table_sha256 = std::string(64, 'a'), c.batch_sha256 = std::string(64, 'b');
+  c.plan = "auto", c.numeric_mode = "identical", c.scale_grad_by_freq = "batch", c.padding_idx = 0;
+  c.elapsed_seconds = 0.1 + 0.2;  // not a short decimal: the digest's %.17g keeps every bit
+  c.rows = run.rows, c.cols = run.cols, c.gradient = run.gradient, c.counts = run.counts;
+  return c;
+}
+
+// Every attribute a resume builds on is covered by checkpoint_sha256 (each edited in
+// turn is refused, also when only the attributes are read), the data by their own
+// digests (checked when every row is read; a rank reading part of them leaves that
+// to its job), and a checkpoint without the digest is not resumed.
+TEST_F(Io, CheckpointsCarryDigestsOverEverythingAResumeUses) {
+  auto const c = sample_checkpoint();
+  io::write_checkpoint(path("c.h5"), c);
+  auto const back = io::read_checkpoint(path("c.h5"));
+  EXPECT_EQ(back.gradient_sha256, io::sha256_hex(c.gradient.data(), c.gradient.size() * 4));
+  EXPECT_EQ(back.counts_sha256, io::counts_sha256(c.counts.data(), c.rows));
+  EXPECT_EQ(back.checkpoint_sha256, io::checkpoint_sha256(back));
+  EXPECT_EQ(back.elapsed_seconds, c.elapsed_seconds);
+  std::pair<char const*, std::function<void(hid_t)>> const edits[] = {
+      {"position", [](hid_t f) { set_int_attr(f, "position", 1); }},
+      {"microbatches", [](hid_t f) { set_int_attr(f, "microbatches", 4); }},
+      {"microbatch_size", [](hid_t f) { set_int_attr(f, "microbatch_size", 7); }},
+      {"padding_idx", [](hid_t f) { set_int_attr(f, "padding_idx", 5); }},
+      {"job_id", [](hid_t f) { set_string_attr(f, "job_id", "job-2"); }},
+      {"batch_sha256", [](hid_t f) { set_string_attr(f, "batch_sha256", std::string(64, 'c').c_str()); }},
+      {"plan", [](hid_t f) { set_string_attr(f, "plan", "scan"); }},
+      {"numeric_mode", [](hid_t f) { set_string_attr(f, "numeric_mode", "fast"); }},
+      {"scale_grad_by_freq", [](hid_t f) { set_string_attr(f, "scale_grad_by_freq", "call"); }},
+      {"counts_sha256", [](hid_t f) { set_string_attr(f, "counts_sha256", std::string(64, '0').c_str()); }},
+  };
+  for (auto const& [what, edit] : edits) {
+    fs::copy_file(path("c.h5"), path("edited.h5"), fs::copy_options::overwrite_existing);
+    hid_t f = H5Fopen(path("edited.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    edit(f);
+    H5Fclose(f);
+    for (bool data : {false, true})
+      EXPECT_NE(refusal([&] { io::read_checkpoint(path("edited.h5"), data); }).find("do not match checkpoint_sha256"),
+                std::string::npos)
+          << what << (data ? " (with data)" : " (attributes)");
+  }
+  // The data: caught when every row is read, not by a rank reading its part.
+  auto g = c.gradient;
+  g[3 * c.cols] = 2 * g[3 * c.cols];
+  fs::copy_file(path("c.h5"), path("grad.h5"), fs::copy_options::overwrite_existing);
+  overwrite(path("grad.h5"), "gradient", H5T_NATIVE_FLOAT, g);
+  EXPECT_NE(refusal([&] { io::read_checkpoint(path("grad.h5")); }).find("'/gradient': does not match its SHA-256"),
+            std::string::npos);
+  EXPECT_EQ(refusal([&] { io::read_checkpoint(path("grad.h5"), true, 0, c.rows - 1); }), "(read)");
+  auto n = c.counts;
+  n[7] = -3;
+  fs::copy_file(path("c.h5"), path("counts.h5"), fs::copy_options::overwrite_existing);
+  overwrite(path("counts.h5"), "counts", H5T_NATIVE_INT64, n);
+  EXPECT_NE(refusal([&] { io::read_checkpoint(path("counts.h5")); }).find("'/counts': does not match its SHA-256"),
+            std::string::npos);
+  // No digest: described and identified, never resumed.
+  fs::copy_file(path("c.h5"), path("old.h5"), fs::copy_options::overwrite_existing);
+  hid_t f = H5Fopen(path("old.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  H5Adelete(f, "checkpoint_sha256");
+  H5Fclose(f);
+  EXPECT_EQ(io::read_checkpoint(path("old.h5"), false).job_id, "job-1");
+  EXPECT_NE(refusal([&] { io::read_checkpoint(path("old.h5")); }).find("has no checkpoint_sha256"), std::string::npos);
+}
+
+// A run's counts: every reader checks them (digest, range, sum) before anything uses
+// them; the writer refuses counts no reader would take; the header alone reads none.
+TEST_F(Io, RunCountsAreCheckedByEveryReader) {
+  auto run = sample_run();
+  auto bad = run;
+  bad.positions += 1;
+  EXPECT_THROW(io::write_run(path("bad.h5"), bad), InvalidArgument);
+  bad = run;
+  bad.counts[0] = -1, bad.counts[1] += 1;
+  EXPECT_THROW(io::write_run(path("bad.h5"), bad), InvalidArgument);
+  EXPECT_FALSE(fs::exists(path("bad.h5")));
+  io::write_run(path("r.h5"), run);
+  EXPECT_EQ(io::read_run(path("r.h5"), false).counts_sha256, io::counts_sha256(run.counts.data(), run.rows));
+  auto const edit = [&](std::vector<std::int64_t> counts, bool redigest) {
+    fs::copy_file(path("r.h5"), path("e.h5"), fs::copy_options::overwrite_existing);
+    overwrite(path("e.h5"), "counts", H5T_NATIVE_INT64, counts);
+    if (redigest) {
+      hid_t f = H5Fopen(path("e.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+      set_string_attr(f, "counts_sha256", io::counts_sha256(counts.data(), std::int64_t(counts.size())).c_str());
+      H5Fclose(f);
+    }
+    return refusal([&] { io::read_run(path("e.h5"), false, false); });
+  };
+  auto c = run.counts;
+  c[0] = -3;
+  EXPECT_NE(edit(c, false).find("holds -3 at entry 0"), std::string::npos);
+  c = run.counts;
+  c[4] = 0;
+  EXPECT_NE(edit(c, false).find("'/counts'"), std::string::npos);
+  c = run.counts;
+  c[0] += 1;
+  EXPECT_NE(edit(c, true).find("sums to more than positions"), std::string::npos) << "digest recomputed";
+  c = run.counts;
+  c[0] = run.positions, std::fill(c.begin() + 1, c.end(), 0);
+  EXPECT_EQ(edit(c, true), "(read)") << "one row holding every position is a run";
+  c[0] = INT64_MAX;
+  EXPECT_NE(edit(c, true).find("a count is in [0, positions"), std::string::npos);
+  EXPECT_EQ(io::read_run_header(path("e.h5")).positions, run.positions) << "the header reads no counts";
+}
+
+// The summary: its digest is checked by read_summary, and so are its block counts
+// against the run's positions; check_file also recomputes it from the rows.
+TEST_F(Io, RunSummariesAreCoveredByTheirDigestAndTheRows) {
+  auto const run = sample_run();
+  io::write_run(path("r.h5"), run);
+  auto summary = io::read_summary(path("r.h5"));
+  EXPECT_TRUE(summary.verified);
+  auto const report = io::check_file(path("r.h5"));
+  EXPECT_TRUE(report.unverified.empty());
+  EXPECT_EQ(report.verified.size(), 5u);  // chunks, gradient, counts (range and sum), counts_sha256, summary
+  auto const level = "summary/rows_" + std::to_string(summary.levels[0].block_rows) + "/max";
+  auto scaled = summary.levels[0].max;
+  for (auto& x : scaled) x *= 1000;
+  fs::copy_file(path("r.h5"), path("s.h5"));
+  overwrite(path("s.h5"), level.c_str(), H5T_NATIVE_FLOAT, scaled);
+  EXPECT_NE(refusal([&] { io::read_summary(path("s.h5")); }).find("'/summary': does not match its SHA-256"),
+            std::string::npos);
+  EXPECT_NE(refusal([&] { io::check_file(path("s.h5")); }).find("/summary"), std::string::npos);
+  summary.levels[0].max = scaled;  // the digest recomputed: read_summary takes it, the rows do not
+  hid_t f = H5Fopen(path("s.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  set_string_attr(f, "summary_sha256", io::summary_sha256(summary).c_str());
+  H5Fclose(f);
+  EXPECT_FALSE(io::read_summary(path("s.h5")).empty());
+  EXPECT_NE(refusal([&] { io::check_file(path("s.h5")); }).find("is not the summary of this gradient"),
+            std::string::npos);
+  EXPECT_NE(refusal([&] { io::check_run_summary(path("s.h5"), io::read_run(path("s.h5"))); })
+                .find("is not the summary of this gradient"),
+            std::string::npos);
+  fs::copy_file(path("r.h5"), path("p.h5"));
+  f = H5Fopen(path("p.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  set_int_attr(f, "positions", run.positions - 1);
+  H5Fclose(f);
+  EXPECT_NE(refusal([&] { io::read_summary(path("p.h5")); }).find("the summary is not this run's"), std::string::npos);
+}
+
+// check_table_finite reads a table in pieces and names the first NaN or infinity.
+TEST_F(Io, TablesAreCheckedFiniteInPieces) {
+  auto w = special_table(70000, 64);  // 17 MiB: two pieces
+  io::save_table(path("t.h5"), w.data(), config(70000, 64));
+  io::check_table_finite(path("t.h5"), 0, 70000);
+  hid_t f = H5Fopen(path("t.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  hid_t d = H5Dopen2(f, "weight", H5P_DEFAULT);
+  w[std::size_t(69000 * 64 + 5)] = std::numeric_limits<float>::quiet_NaN();
+  H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, w.data());
+  H5Dclose(d), H5Fclose(f);
+  EXPECT_NE(refusal([&] { io::check_table_finite(path("t.h5"), 0, 70000); }).find("holds NaN at row 69000, column 5"),
+            std::string::npos);
+  io::check_table_finite(path("t.h5"), 0, 69000);  // a rank's rows before it
 }
 
 TEST(Summary, LevelsAreExactAndIndependentOfTheOrderRowsCameIn) {

@@ -44,9 +44,29 @@ std::mutex& io_mutex() {
 
 std::vector<float> Dataset::read_rows(std::int64_t first, std::int64_t count) const {
   std::vector<float> out(static_cast<std::size_t>(count * cols));
-  std::lock_guard<std::mutex> lock(io_mutex());
-  reader->read(first, count, out.data());
+  std::string failure;
+  try {
+    std::lock_guard<std::mutex> lock(io_mutex());
+    reader->read(first, count, out.data());
+    return out;
+  } catch (std::exception const& e) {
+    failure = e.what();
+  }
+  std::fill(out.begin(), out.end(), std::nanf(""));
+  std::function<void(std::string const&)> report;
+  {
+    std::lock_guard<std::mutex> lock(damage->mutex);
+    if (!damage->first.empty()) return out;
+    damage->first = failure.rfind("kembed: ", 0) == 0 ? failure.substr(8) : failure;
+    report = damage->on_damage;
+  }
+  if (report) report(damage->first);
   return out;
+}
+
+bool Dataset::damaged() const {
+  std::lock_guard<std::mutex> lock(damage->mutex);
+  return !damage->first.empty();
 }
 
 Dataset load(std::string const& path) {
@@ -60,7 +80,8 @@ Dataset load(std::string const& path) {
     d.counts = std::move(run.counts);
     d.padding_idx = run.padding_idx;
     d.sha256 = run.gradient_sha256;
-    d.summary = io::read_summary(path);
+    d.counts_verified = !run.counts_sha256.empty();  // read_run checked them against it
+    d.summary = io::read_summary(path);  // checked against its summary_sha256, where it has one
     d.summary_stored = !d.summary.empty();
     std::string inputs;
     auto input = [&](char const* role) {
@@ -117,8 +138,10 @@ Scan scan(Dataset const& d, Progress const& progress) {
   Scan out;
   out.row_norm.assign(static_cast<std::size_t>(d.rows), 0.0f);
   out.row_max_abs.assign(static_cast<std::size_t>(d.rows), 0.0f);
+  // A summary for a file without one, or the stored one's bits to check: what was
+  // painted from it is verified once the pass is over.
   std::optional<io::SummaryBuilder> builder;
-  if (d.summary.empty()) builder.emplace(d.rows, d.cols);
+  if (d.summary.empty() || d.is_run()) builder.emplace(d.rows, d.cols);
   io::Sha256 hash;
   std::int64_t const piece = std::max<std::int64_t>(1, (std::int64_t{16} << 20) / (4 * std::max<std::int64_t>(d.cols, 1)));
   std::vector<float> rows;
@@ -130,9 +153,15 @@ Scan scan(Dataset const& d, Progress const& progress) {
     if (progress && !progress(double(first) / double(d.rows))) return out;
     std::int64_t const n = std::min(piece, d.rows - first);
     rows.resize(static_cast<std::size_t>(n * d.cols));
-    {
+    try {
       std::lock_guard<std::mutex> lock(io_mutex());
       d.reader->read(first, n, rows.data());
+    } catch (std::exception const& e) {  // a damaged chunk: the pass ends, saying why
+      out.error = e.what();
+      if (out.error.rfind("kembed: ", 0) == 0) out.error = out.error.substr(8);
+      out.completed = true;
+      out.sha256_ok = false;
+      return out;
     }
     if (d.is_run() && d.reader->listed_rows().empty()) {
       hash.update(rows.data(), rows.size() * sizeof(float));
@@ -168,7 +197,8 @@ Scan scan(Dataset const& d, Progress const& progress) {
       for (std::size_t c = 0; c < sum.size(); ++c) sum[c] += local_sum[c], squares[c] += local_squares[c];
     });
   }
-  if (builder) out.summary = builder->finish();
+  if (builder && d.summary.empty()) out.summary = builder->finish();
+  if (builder && !d.summary.empty()) out.summary_ok = io::same_bits(d.summary, builder->finish());
   auto& cs = out.columns;
   for (std::int64_t c = 0; c < d.cols; ++c) {
     std::int64_t const* h = histogram.data() + c * ColumnStats::bins;
@@ -201,20 +231,27 @@ void apply(Scan&& s, Dataset& d) {
 }
 
 Histogram count_histogram(std::vector<std::int64_t> const& counts, int bins, bool logarithmic) {
+  // Counts come checked from the file (never negative), but no count may write outside
+  // the bins or make them without end: edges saturate at INT64_MAX, and a negative
+  // count lands in the first bin.
+  constexpr std::int64_t most = INT64_MAX;
+  auto plus = [](std::int64_t a, std::int64_t b) { return a > most - b ? most : a + b; };
   Histogram h;
   bins = std::max(bins, 1);
-  std::int64_t const top = counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
+  std::int64_t const top = counts.empty() ? 0 : std::max<std::int64_t>(0, *std::max_element(counts.begin(), counts.end()));
   if (!logarithmic) {
-    std::int64_t const width = std::max<std::int64_t>(1, (top + bins) / bins);  // ceil((top + 1) / bins)
-    for (std::int64_t lo = 0; lo <= top; lo += width) h.lower.push_back(lo), h.upper.push_back(lo + width);
+    std::int64_t const width = top / bins + 1;  // ceil((top + 1) / bins), without overflow
+    for (std::int64_t i = 0; i < bins && i * width <= top; ++i)
+      h.lower.push_back(i * width), h.upper.push_back(plus(i * width, width));
   } else {
     // [0, 1), then edges growing by a constant factor, rounded up to whole counts.
     h.lower.push_back(0), h.upper.push_back(1);
-    double const factor = std::pow(double(top + 1), 1.0 / std::max(bins - 1, 1));
+    double const factor = std::pow(double(top) + 1.0, 1.0 / std::max(bins - 1, 1));
     std::int64_t lo = 1;
-    for (int i = 1; lo <= top; ++i) {
-      std::int64_t hi = std::max<std::int64_t>(lo + 1, std::llround(std::pow(factor, i)));
-      if (i == bins - 1 || hi > top) hi = std::max(hi, top + 1);
+    for (int i = 1; lo <= top && lo < most; ++i) {
+      double const edge = std::min(std::pow(factor, i), 9.0e18);  // below INT64_MAX
+      std::int64_t hi = std::max<std::int64_t>(lo + 1, std::llround(edge));
+      if (i >= bins - 1 || hi > top) hi = std::max(hi, plus(top, 1));
       h.lower.push_back(lo), h.upper.push_back(hi);
       lo = hi;
     }
@@ -222,7 +259,7 @@ Histogram count_histogram(std::vector<std::int64_t> const& counts, int bins, boo
   h.rows.assign(h.lower.size(), 0);
   for (auto c : counts) {
     auto const it = std::upper_bound(h.lower.begin(), h.lower.end(), c);
-    ++h.rows[std::size_t(it - h.lower.begin()) - 1];
+    ++h.rows[it == h.lower.begin() ? 0 : std::size_t(it - h.lower.begin()) - 1];
   }
   return h;
 }

@@ -49,6 +49,7 @@ struct Dataset {
   std::vector<std::int64_t> counts;  // per-row counts (runs); empty for tables
   std::int64_t padding_idx = -1;     // the padding row (its gradient is zero), or -1 for none
   std::string sha256;                // the run's stored gradient SHA-256
+  bool counts_verified = false;      // the counts matched their stored counts_sha256 (older runs have none)
   // The gradient's (or table's) summary: stored by the job, or computed by the pass.
   io::Summary summary;
   bool summary_stored = false;
@@ -60,6 +61,16 @@ struct Dataset {
   // line up side by side.
   std::vector<std::pair<std::string, std::string>> provenance;
   std::shared_ptr<io::RowReader> reader;
+  // Rows that fail to read (a damaged chunk) read as NaN, and the first failure is
+  // reported once to `on_damage` (from whichever thread read them), so that no view
+  // ends the program and the window can close the file.
+  struct Damage {
+    std::mutex mutex;
+    std::string first;  // empty: nothing failed
+    std::function<void(std::string const&)> on_damage;
+  };
+  std::shared_ptr<Damage> damage = std::make_shared<Damage>();
+  bool damaged() const;
 
   bool is_run() const noexcept { return io::is_run_format(format); }
   bool is_padding(std::int64_t row) const noexcept { return padding_idx >= 0 && row == padding_idx; }
@@ -83,6 +94,10 @@ struct Scan {
   ColumnStats columns;
   io::Summary summary;  // empty when the file had one
   bool sha256_ok = true;
+  // A stored summary (checked against its summary_sha256 as the file opened) is
+  // recomputed from the rows and must have the same bits.
+  bool summary_ok = true;
+  std::string error;       // a read that failed (a damaged chunk); then nothing else holds
   bool completed = false;  // false when stopped
 };
 Scan scan(Dataset const& data, Progress const& progress = {});

@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
   kembed::inspector::MainWindow window;
   bool const headless = parser.isSet(screenshot);
   window.setQuiet(headless);
+  window.setRemembering(!headless);  // a render leaves the user's recent files alone
   for (int i = 0; i < files.size(); ++i) {
     auto const slot = i == 0 ? kembed::inspector::MainWindow::Slot::A : kembed::inspector::MainWindow::Slot::B;
     if (!window.open(files[i], slot) && headless) {
@@ -109,6 +110,11 @@ int main(int argc, char** argv) {
   if (row >= 0) window.selectRow(row);
   QApplication::processEvents();
   QImage const image = window.grab().toImage();
+  QApplication::processEvents();  // a read that failed while painting closes its file
+  if (window.datasetA() == nullptr || (files.size() == 2 && window.datasetB() == nullptr)) {
+    std::fprintf(stderr, "kembed-inspector: %s\n", qPrintable(window.lastError()));
+    return 2;
+  }
   if (!image.save(parser.value(screenshot))) {
     std::fprintf(stderr, "kembed-inspector: %s: could not be written\n", qPrintable(parser.value(screenshot)));
     return 3;

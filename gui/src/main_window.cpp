@@ -118,8 +118,16 @@ bool MainWindow::open(QString const& path, Slot slot) {
     return false;
   }
   if (slot == Slot::A && b_ && b_->is_run() != data->is_run()) b_ = nullptr;  // B no longer matches
+  // A read that fails later (a damaged chunk) closes the file on this thread, once
+  // the view that read it has finished (queued, also when the view is on this thread).
+  QPointer<MainWindow> self(this);
+  data->damage->on_damage = [self, d = data.get()](std::string const& why) {
+    QMetaObject::invokeMethod(
+        qApp, [self, d, text = QString::fromStdString(why)] { if (self) self->closeDamaged(d, text); },
+        Qt::QueuedConnection);
+  };
   (slot == Slot::A ? a_ : b_) = data;
-  remember(path);
+  if (remembering_) remember(path);
   refresh();
   scanInBackground(data);
   return true;
@@ -153,8 +161,10 @@ void MainWindow::refresh() {
         return QString(d.is_run() ? "checking SHA-256 %1 %" : "a table, reading it %1 %").arg(done);
       }
       if (!d.is_run()) return QString("a table");
-      if (std::find(verified_.begin(), verified_.end(), &d) != verified_.end()) return QString("SHA-256 verified");
-      return QString();
+      if (std::find(verified_.begin(), verified_.end(), &d) == verified_.end()) return QString();
+      // "verified" only for what was: older runs carry no digest of their counts.
+      return QString(d.counts_verified ? "SHA-256 verified: gradient, counts, summary"
+                                       : "SHA-256 verified: gradient, summary (counts: no digest, an older run)");
     }();
     return QString("%1: %2 (%3 x %4%5)")
         .arg(slot, QFileInfo(QString::fromStdString(d.path)).fileName())
@@ -178,24 +188,39 @@ void MainWindow::scanInBackground(std::shared_ptr<Dataset> data) {
   auto stop = stop_;
   workers_.emplace_back([self, data, stop] {
     int shown = -1;
-    auto result = std::make_shared<Scan>(scan(*data, [&](double done) {
-      if (int(done * 100) != shown) {
-        shown = int(done * 100);
-        QMetaObject::invokeMethod(qApp, [self, d = data.get(), shown] {
-          if (!self) return;
-          self->progress_[d] = shown;
-          self->refresh();
-        });
-      }
-      return !stop->load();
-    }));
+    auto result = std::make_shared<Scan>();
+    try {  // nothing a file holds may end the program from this thread
+      *result = scan(*data, [&](double done) {
+        if (int(done * 100) != shown) {
+          shown = int(done * 100);
+          QMetaObject::invokeMethod(qApp, [self, d = data.get(), shown] {
+            if (!self) return;
+            self->progress_[d] = shown;
+            self->refresh();
+          });
+        }
+        return !stop->load();
+      });
+    } catch (std::exception const& e) {
+      result->error = e.what();
+      result->completed = true;
+    }
     if (stop->load() || !result->completed) return;
     QMetaObject::invokeMethod(qApp, [self, data, result] {
       if (!self) return;
       auto& pending = self->checking_;
       pending.erase(std::remove(pending.begin(), pending.end(), data.get()), pending.end());
       self->progress_.erase(data.get());
-      if (result->sha256_ok) {
+      if (!result->error.empty()) {
+        self->closeDamaged(data.get(), QString::fromStdString(result->error));
+        return;
+      }
+      if (!result->summary_ok) {
+        self->closeDamaged(data.get(), "its stored summary is not its gradient's (recomputed from the rows, the bits "
+                                       "differ): the file was changed after the run wrote it");
+        return;
+      }
+      if (result->sha256_ok && !data->damaged()) {
         apply(std::move(*result), *data);
         if (data->is_run()) self->verified_.push_back(data.get());
         if (self->a_ == data) {
@@ -206,15 +231,23 @@ void MainWindow::scanInBackground(std::shared_ptr<Dataset> data) {
         self->refresh();
         return;
       }
-      // A damaged file is never judged: it is closed, as if it had failed to open.
-      if (self->a_.get() == data.get()) self->a_ = nullptr;
-      if (self->b_.get() == data.get()) self->b_ = nullptr;
-      self->refresh();
-      self->showError(QString::fromStdString(data->path) +
-                      ": is damaged: its gradient does not match its stored SHA-256 (the file was changed after "
-                      "the run wrote it), so it was closed and no verdict is given on it");
+      self->closeDamaged(data.get(), "its gradient does not match its stored SHA-256 (the file was changed after "
+                                     "the run wrote it)");
     });
   });
+}
+
+void MainWindow::closeDamaged(Dataset const* data, QString const& why) {
+  bool const open = a_.get() == data || b_.get() == data;
+  checking_.erase(std::remove(checking_.begin(), checking_.end(), data), checking_.end());
+  progress_.erase(data);
+  if (!open) return;  // closed already (a second failure, or another file replaced it)
+  QString const path = QString::fromStdString(data->path);
+  if (a_.get() == data) a_ = nullptr;
+  if (b_.get() == data) b_ = nullptr;
+  refresh();
+  QString const text = why.startsWith(path + ":") ? why : path + ": is damaged: " + why;  // a reader's error names it
+  showError(text + "; it was closed and no verdict is given on it");
 }
 
 void MainWindow::compareInBackground() {
@@ -226,12 +259,17 @@ void MainWindow::compareInBackground() {
   QPointer<MainWindow> self(this);
   auto stop = stop_;
   workers_.emplace_back([self, a, b, stop, generation] {
-    auto result = std::make_shared<DiffSummary>(diff(*a, *b, [&](double) { return !stop->load(); }));
-    if (stop->load() || !result->completed) return;
-    QMetaObject::invokeMethod(qApp, [self, result, generation, a, b] {
+    std::shared_ptr<DiffSummary> result;
+    try {
+      result = std::make_shared<DiffSummary>(diff(*a, *b, [&](double) { return !stop->load(); }));
+    } catch (std::exception const&) {  // a file that failed: it is closed (on_damage), not compared
+    }
+    if (stop->load() || (result && !result->completed)) return;
+    bool const usable = result && !a->damaged() && !b->damaged();  // rows that failed read as NaN
+    QMetaObject::invokeMethod(qApp, [self, result, generation, a, b, usable] {
       if (!self || generation != self->comparison_) return;  // a newer comparison is under way
       self->comparing_ = false;
-      if (self->a_ == a && self->b_ == b) {
+      if (usable && self->a_ == a && self->b_ == b) {
         self->comparison_result_ = result;
         self->diff_->setSummary(*result);
         self->refresh();

@@ -30,6 +30,9 @@ class MainWindow : public QMainWindow {
   // quiet), the error kept in lastError(), and the window as it was.
   bool open(QString const& path, Slot slot);
   void setQuiet(bool quiet) { quiet_ = quiet; }  // no dialogs (tests, --screenshot)
+  // Whether opening a file adds it to the recent list in the user's settings (a
+  // headless render changes nothing of the user's).
+  void setRemembering(bool remembering) { remembering_ = remembering; }
   QString lastError() const { return last_error_; }
   void setView(QString const& name);  // "counts", "gradient", "columns" or "diff"
   QWidget* currentView() const;
@@ -69,6 +72,9 @@ class MainWindow : public QMainWindow {
   void rebuildRecentMenu();
   void refresh();
   void scanInBackground(std::shared_ptr<Dataset> data);
+  // Closes a file found damaged (its check failed, or a read of its rows did), as if
+  // it had failed to open, and says why: a damaged file is never judged.
+  void closeDamaged(Dataset const* data, QString const& why);
   void compareInBackground();
 
   std::shared_ptr<Dataset> a_, b_;  // filled in by their scans, on this thread only
@@ -89,6 +95,7 @@ class MainWindow : public QMainWindow {
   QLabel* status_;
   QString last_error_;
   bool quiet_ = false;
+  bool remembering_ = true;
 };
 
 }  // namespace kembed::inspector

@@ -5,6 +5,7 @@
 
 #include <kembed/core/synthetic.hpp>
 #include <kembed/io/run_file.hpp>
+#include <kembed/io/sha256.hpp>
 
 #include <gtest/gtest.h>
 #include <qcustomplot.h>
@@ -19,6 +20,7 @@
 #include <QComboBox>
 #include <QMouseEvent>
 #include <QImage>
+#include <QProcess>
 #include <QSettings>
 #include <QTableView>
 #include <QTableWidget>
@@ -38,7 +40,7 @@ namespace fs = std::filesystem;
 
 std::string run_file() {
   char const* path = std::getenv("KEMBED_TEST_RUN");
-  return path ? path : "";
+  return path ? path : KEMBED_TEST_RUN_DEFAULT;
 }
 
 std::string work_dir() {
@@ -321,7 +323,15 @@ TEST_F(Inspector, ADamagedRunIsClosedAndNeverJudged) {
 // listed rows), has the dense run's counts, rows and summary, and compares with the
 // dense run as bit-identical.
 TEST_F(Inspector, ASparseRunIsItsDenseGradient) {
-  auto const run = io::read_run(run_file());
+  // The fixture's run references every row: this one leaves its first ten unreferenced.
+  auto run = io::read_run(run_file());
+  for (std::int64_t r = 0; r < 10; ++r) {
+    run.positions -= run.counts[std::size_t(r)];
+    run.counts[std::size_t(r)] = 0;
+    std::fill_n(run.gradient.begin() + r * run.cols, run.cols, 0.0f);
+  }
+  auto const dense = work_dir() + "/dense_for_sparse.h5";
+  io::write_run(dense, run);
   std::vector<std::int64_t> rows, counts;
   std::vector<float> values;
   for (std::int64_t r = 0; r < run.rows; ++r) {
@@ -336,7 +346,7 @@ TEST_F(Inspector, ASparseRunIsItsDenseGradient) {
   sparse.gradient_sha256 = io::sparse_gradient_sha256(rows.data(), values.data(), n, run.cols);
   auto const path = work_dir() + "/sparse.h5";
   io::write_sparse_run(path, sparse, io::SparseSlab{0, n, n, 0, run.rows, rows.data(), values.data(), counts.data()});
-  auto const a = load(run_file()), b = load(path);
+  auto const a = load(dense), b = load(path);
   EXPECT_TRUE(b.is_run());
   EXPECT_EQ(b.counts, a.counts);
   EXPECT_TRUE(scan(b).sha256_ok);
@@ -346,7 +356,7 @@ TEST_F(Inspector, ASparseRunIsItsDenseGradient) {
   EXPECT_TRUE(diff(a, b).identical());
   MainWindow window;
   window.setQuiet(true);
-  ASSERT_TRUE(window.open(QString::fromStdString(run_file()), MainWindow::Slot::A));
+  ASSERT_TRUE(window.open(QString::fromStdString(dense), MainWindow::Slot::A));
   ASSERT_TRUE(window.open(QString::fromStdString(path), MainWindow::Slot::B));
   window.waitForChecks();
   EXPECT_NE(window.datasetB(), nullptr) << window.lastError().toStdString();
@@ -925,10 +935,212 @@ TEST(InspectorDefects, OpeningAndPaintingReadNoGradient) {
   EXPECT_GT(read, rows * 8) << "the counts are read";
 }
 
+
+// ---- files that lie or are damaged (issue: trust, second round) ---------------------
+
+// A copy of `from` with one byte of /gradient's first chunk flipped (its Fletcher-32
+// checksum then fails), as h5py's get_chunk_info and a byte edit would.
+std::string with_damaged_chunk(std::string const& from, std::string const& name) {
+  auto const to = work_dir() + "/" + name;
+  fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+  hid_t f = H5Fopen(to.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t d = H5Dopen2(f, "gradient", H5P_DEFAULT);
+  haddr_t address = 0;
+  hsize_t size = 0;
+  unsigned mask = 0;
+  hsize_t offset[2] = {0, 0};
+  hid_t space = H5Dget_space(d);
+  EXPECT_GE(H5Dget_chunk_info(d, space, 0, offset, &mask, &address, &size), 0);
+  H5Sclose(space);
+  H5Dclose(d);
+  H5Fclose(f);
+  std::fstream io(to, std::ios::in | std::ios::out | std::ios::binary);
+  io.seekg(std::streamoff(address + size / 2));
+  char byte = 0;
+  io.read(&byte, 1);
+  byte ^= 1;
+  io.seekp(std::streamoff(address + size / 2));
+  io.write(&byte, 1);
+  return to;
+}
+
+void set_string_attribute(hid_t object, char const* name, std::string const& value) {
+  if (H5Aexists(object, name) > 0) H5Adelete(object, name);
+  hid_t type = H5Tcopy(H5T_C_S1);
+  H5Tset_size(type, H5T_VARIABLE);
+  H5Tset_cset(type, H5T_CSET_UTF8);
+  hid_t space = H5Screate(H5S_SCALAR);
+  hid_t attr = H5Acreate2(object, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+  char const* p = value.c_str();
+  H5Awrite(attr, type, &p);
+  H5Aclose(attr), H5Sclose(space), H5Tclose(type);
+}
+
+// A copy of the run whose counts are `edit`ed, with counts_sha256 recomputed so that
+// only the counts' own checks can catch it.
+std::string with_counts(std::string const& name, std::function<void(std::vector<std::int64_t>&)> const& edit) {
+  auto const to = work_dir() + "/" + name;
+  fs::copy_file(run_file(), to, fs::copy_options::overwrite_existing);
+  hid_t f = H5Fopen(to.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  hid_t d = H5Dopen2(f, "counts", H5P_DEFAULT);
+  hid_t space = H5Dget_space(d);
+  std::vector<std::int64_t> counts(std::size_t(H5Sget_simple_extent_npoints(space)));
+  H5Sclose(space);
+  H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, counts.data());
+  edit(counts);
+  H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, counts.data());
+  H5Dclose(d);
+  set_string_attribute(f, "counts_sha256", io::counts_sha256(counts.data(), std::int64_t(counts.size())));
+  H5Fclose(f);
+  return to;
+}
+
+std::string sparse_copy_of_the_run(std::string const& name) {
+  auto const run = io::read_run(run_file());
+  std::vector<std::int64_t> rows, counts;
+  std::vector<float> values;
+  for (std::int64_t r = 0; r < run.rows; ++r)
+    if (run.counts[std::size_t(r)] > 0) {
+      rows.push_back(r), counts.push_back(run.counts[std::size_t(r)]);
+      values.insert(values.end(), run.gradient.begin() + r * run.cols, run.gradient.begin() + (r + 1) * run.cols);
+    }
+  auto sparse = run;
+  std::int64_t const n = std::int64_t(rows.size());
+  sparse.gradient_sha256 = io::sparse_gradient_sha256(rows.data(), values.data(), n, run.cols);
+  sparse.counts_sha256.clear();
+  auto const path = work_dir() + "/" + name;
+  io::write_sparse_run(path, sparse, io::SparseSlab{0, n, n, 0, run.rows, rows.data(), values.data(), counts.data()});
+  return path;
+}
+
+// The inspector program next to this test (both are built into gui/).
+QString inspector_program() {
+  return QString::fromStdString((fs::read_symlink("/proc/self/exe").parent_path() / "kembed-inspector").string());
+}
+
+// A damaged chunk, dense or sparse, opened in a window (File > Open, the recent list)
+// and rendered by --screenshot: the file is closed with an error naming it, the
+// program goes on (a window) or exits 2 (--screenshot), never aborts.
+TEST_F(Inspector, ADamagedChunkClosesTheFileAndEndsNothing) {
+  auto const dense = with_damaged_chunk(run_file(), "damaged_chunk.h5");
+  auto const sparse = with_damaged_chunk(sparse_copy_of_the_run("sparse_for_damage.h5"), "damaged_sparse_chunk.h5");
+  for (auto const& path : {dense, sparse}) {
+    for (auto const& view : {"counts", "gradient"}) {
+      MainWindow window;
+      window.setQuiet(true);
+      ASSERT_TRUE(window.open(QString::fromStdString(path), MainWindow::Slot::A)) << "it opens: counts and summary are sound";
+      render(window, view);  // paints may read the damaged rows: they read as NaN
+      window.waitForChecks();
+      QApplication::processEvents();
+      EXPECT_EQ(window.datasetA(), nullptr) << path << " is closed";
+      EXPECT_TRUE(window.lastError().contains("damaged")) << window.lastError().toStdString();
+      EXPECT_TRUE(window.lastError().contains(QString::fromStdString(fs::path(path).filename().string())));
+      EXPECT_FALSE(window.statusText().contains("verified")) << window.statusText().toStdString();
+    }
+    QProcess shot;
+    shot.start(inspector_program(), {QString::fromStdString(path), "--view", "gradient", "--screenshot",
+                                     QString::fromStdString(work_dir() + "/damaged.png")});
+    ASSERT_TRUE(shot.waitForFinished(60000));
+    EXPECT_EQ(shot.exitStatus(), QProcess::NormalExit) << path << ": no abort, no signal";
+    EXPECT_EQ(shot.exitCode(), 2) << path << ": " << shot.readAllStandardError().toStdString();
+  }
+}
+
+// Counts from a file are refused before any view uses them: negative, more than the
+// positions, or not summing to them, even with counts_sha256 recomputed to match.
+TEST_F(Inspector, CountsThatNoRunHasAreRefusedAsTheFileOpens) {
+  std::pair<char const*, std::function<void(std::vector<std::int64_t>&)>> const edits[] = {
+      {"negative", [](std::vector<std::int64_t>& c) { c[0] = -5; }},
+      {"huge", [](std::vector<std::int64_t>& c) { c[1] = INT64_MAX; }},
+      {"one more", [](std::vector<std::int64_t>& c) { c[2] += 1; }},
+  };
+  for (auto const& [what, edit] : edits) {
+    auto const path = with_counts(std::string("counts_") + what + ".h5", edit);
+    MainWindow window;
+    window.setQuiet(true);
+    EXPECT_FALSE(window.open(QString::fromStdString(path), MainWindow::Slot::A)) << what;
+    EXPECT_TRUE(window.lastError().contains("/counts")) << what << ": " << window.lastError().toStdString();
+    EXPECT_EQ(window.datasetA(), nullptr);
+  }
+  // A consistent edit (one occurrence moved to another row) is a different run, and opens.
+  auto const moved = with_counts("counts_moved.h5", [](std::vector<std::int64_t>& c) {
+    auto const from = std::size_t(std::max_element(c.begin(), c.end()) - c.begin());
+    c[from] -= 1, c[(from + 1) % c.size()] += 1;
+  });
+  MainWindow window;
+  window.setQuiet(true);
+  EXPECT_TRUE(window.open(QString::fromStdString(moved), MainWindow::Slot::A)) << window.lastError().toStdString();
+}
+
+// Whatever counts reach it, the histogram writes inside its bins, and a count of
+// 2^63 - 1 makes no more bins than asked.
+TEST(Histogram, AnyCountLandsInABinAndTheBinsStayFew) {
+  std::vector<std::int64_t> const counts = {-5, 0, 1, 7, INT64_MAX, INT64_MAX - 1, 3};
+  for (bool log : {false, true})
+    for (int bins : {1, 2, 10, 64}) {
+      auto const h = count_histogram(counts, bins, log);
+      ASSERT_FALSE(h.rows.empty());
+      EXPECT_LE(h.rows.size(), std::size_t(bins) + 1) << bins << (log ? " log" : " linear");
+      std::int64_t total = 0;
+      for (auto r : h.rows) total += r;
+      EXPECT_EQ(total, std::int64_t(counts.size())) << "every row in exactly one bin";
+      for (std::size_t i = 0; i + 1 < h.lower.size(); ++i) EXPECT_LT(h.lower[i], h.lower[i + 1]);
+    }
+}
+
+// A summary edited after the run (min and max scaled by 1000) is refused as the file
+// opens (summary_sha256); with the digest recomputed it opens, and the background
+// pass, recomputing the summary from the rows, closes it: "verified" is never shown
+// for what was painted from it.
+TEST_F(Inspector, AnEditedSummaryIsNeverPaintedAsVerified) {
+  auto scaled = [](std::string const& name, bool recompute) {
+    auto const to = work_dir() + "/" + name;
+    fs::copy_file(run_file(), to, fs::copy_options::overwrite_existing);
+    auto summary = io::read_summary(to);
+    for (auto& level : summary.levels)
+      for (auto* values : {&level.min, &level.max})
+        for (auto& x : *values) x *= 1000;
+    hid_t f = H5Fopen(to.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    for (auto const& level : summary.levels)
+      for (auto const& [field, values] : {std::pair{"min", &level.min}, std::pair{"max", &level.max}}) {
+        auto const object = "summary/rows_" + std::to_string(level.block_rows) + "/" + field;
+        hid_t d = H5Dopen2(f, object.c_str(), H5P_DEFAULT);
+        H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values->data());
+        H5Dclose(d);
+      }
+    if (recompute) set_string_attribute(f, "summary_sha256", io::summary_sha256(summary));
+    H5Fclose(f);
+    return to;
+  };
+  {
+    MainWindow window;
+    window.setQuiet(true);
+    EXPECT_FALSE(window.open(QString::fromStdString(scaled("summary_scaled.h5", false)), MainWindow::Slot::A));
+    EXPECT_TRUE(window.lastError().contains("/summary")) << window.lastError().toStdString();
+  }
+  MainWindow window;
+  window.setQuiet(true);
+  ASSERT_TRUE(window.open(QString::fromStdString(scaled("summary_consistent.h5", true)), MainWindow::Slot::A));
+  window.waitForChecks();
+  QApplication::processEvents();
+  EXPECT_EQ(window.datasetA(), nullptr) << "closed once the rows showed the summary is not theirs";
+  EXPECT_TRUE(window.lastError().contains("summary")) << window.lastError().toStdString();
+  EXPECT_FALSE(window.statusText().contains("verified")) << window.statusText().toStdString();
+  // The run itself: every digest verified, and the status bar says what.
+  MainWindow good;
+  good.setQuiet(true);
+  ASSERT_TRUE(good.open(QString::fromStdString(run_file()), MainWindow::Slot::A));
+  good.waitForChecks();
+  QApplication::processEvents();
+  EXPECT_TRUE(good.statusText().contains("verified: gradient, counts, summary")) << good.statusText().toStdString();
+}
 }  // namespace
 }  // namespace kembed::inspector
 
 int main(int argc, char** argv) {
+  // Headless wherever it runs (ctest discovers the tests by running it, too).
+  if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+  if (qEnvironmentVariableIsEmpty("XDG_RUNTIME_DIR")) qputenv("XDG_RUNTIME_DIR", KEMBED_TEST_RUNTIME_DIR);
   QApplication app(argc, argv);
   // Settings (the recent-files list) go to the test's own folder, never ~/.config.
   QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope,

@@ -181,8 +181,9 @@ void write_run_slabs(std::string const& path, RunFile const& given, RowSlab cons
   if (run.gradient_sha256.size() != 64)
     throw InvalidArgument("run", "write_run from row slabs needs the whole gradient's SHA-256 (gradient_sha256)");
   if (!collective && mine.first == 0 && mine.count == run.rows) check_counts_to_write(mine.counts, mine.count, run.positions);
-  if (run.counts_sha256.empty() && !collective && mine.first == 0 && mine.count == run.rows) {
-    completed = given;  // one process holds every count: digest them here
+  if (!collective && mine.first == 0 && mine.count == run.rows &&
+      run.counts_sha256 != counts_sha256(mine.counts, mine.count)) {
+    completed = given;  // one process holds every count: digest them here (a stale digest too)
     completed.counts_sha256 = counts_sha256(mine.counts, mine.count);
     return write_run_slabs(path, completed, mine, options, collective, complete);
   }
@@ -282,8 +283,9 @@ void write_sparse_run(std::string const& path, RunFile const& run, SparseSlab co
   if (run.gradient_sha256.size() != 64)
     throw InvalidArgument("run", "write_sparse_run needs the records' SHA-256 (gradient_sha256)");
   if (!collective && mine.first == 0 && mine.count == mine.total) check_counts_to_write(mine.counts, mine.count, run.positions);
-  if (run.counts_sha256.empty() && !collective && mine.first == 0 && mine.count == mine.total) {
-    RunFile with = run;  // one process holds every listed count: digest them here
+  if (!collective && mine.first == 0 && mine.count == mine.total &&
+      run.counts_sha256 != counts_sha256(mine.counts, mine.count)) {
+    RunFile with = run;  // one process holds every listed count: digest them here (a stale digest too)
     with.counts_sha256 = counts_sha256(mine.counts, mine.count);
     return write_sparse_run(path, with, mine, options, collective);
   }

@@ -3,6 +3,7 @@
 // bad file; anything else escaping a loader, a crash, a hang or a leak is a bug.
 //   scripts/fuzz.sh [SECONDS]   builds build/fuzz and runs this on tests/fuzz/corpus
 #include <kembed/core/error.hpp>
+#include <kembed/io/check.hpp>
 #include <kembed/io/describe.hpp>
 #include <kembed/io/job_files.hpp>
 #include <kembed/io/row_reader.hpp>
@@ -48,6 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
   using namespace kembed::io;
   refused_or_read([&] { describe_file(path); });
   refused_or_read([&] { file_format(path); });
+  refused_or_read([&] { read_run_header(path); });
   refused_or_read([&] { read_run(path, false); });
   refused_or_read([&] { read_run(path, true, true); });
   refused_or_read([&] { read_run_gradient_sha256(path); });
@@ -65,6 +67,7 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
   refused_or_read([&] { read_table_dataset(path, "/gradient", true); });
   refused_or_read([&] { read_checkpoint(path, false); });
   refused_or_read([&] { read_checkpoint(path); });
+  refused_or_read([&] { check_file(path); });  // kembed info --check: every digest, in pieces
   refused_or_read([&] {
     BatchReader batch(path);
     auto const n = std::min<std::int64_t>(batch.info().positions, 4096);

@@ -31,7 +31,21 @@ k("forward", "--table", "table.h5", "--ids", "batch.h5", "--out", "forward.h5")
 files = {"table": "table.h5", "batch": "batch.h5", "run": "run.h5", "run_sparse": "run_sparse.h5",
          "forward": "forward.h5"}
 
-with h5py.File("table.h5") as t, h5py.File("checkpoint.h5", "w") as c:  # as kembed writes one
+# Checkpoints as kembed writes them (digests included), dense and sparse: a job on a
+# batch whose id 69,000 is bad stops there and keeps its checkpoint at 65,536.
+with h5py.File("long_batch.h5", "w") as f:
+    ids = np.arange(70000) % 12
+    ids[69000] = 99
+    f["ids"] = ids.astype("int64")
+    f["dy"] = np.ones((70000, 4), dtype="float32")
+for name, extra in [("checkpoint_kembed.h5", []), ("checkpoint_sparse.h5", ["--sparse"])]:
+    status = subprocess.run([kembed, "-q", "backward", "--table", "table.h5", "--batch", "long_batch.h5", "--out",
+                             "unfinished.h5", "--checkpoint-every", "65536", "--checkpoint", name, *extra],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+    assert status == 2 and os.path.exists(name), (name, status)
+    files[name[:-3]] = name
+
+with h5py.File("table.h5") as t, h5py.File("checkpoint.h5", "w") as c:  # an older kembed's: no digests
     for name, value in [("format", "kembed-checkpoint-1"), ("kembed_version", "0.1.0"), ("job_id", "seed"),
                         ("table_sha256", "0" * 64), ("batch_sha256", "1" * 64), ("plan", "auto"),
                         ("numeric_mode", "identical")]:
@@ -74,6 +88,16 @@ variant("batch_sparse.h5", "batch.h5", lambda f: (f.__delitem__("ids"), f.create
 layout = h5py.VirtualLayout(shape=(12, 4), dtype="float32")
 layout[:] = h5py.VirtualSource("gone.h5", "w", shape=(12, 4))
 variant("table_virtual.h5", "table.h5", lambda f: (f.__delitem__("weight"), f.create_virtual_dataset("weight", layout)))
+
+def scaled_summary(f):
+    level = f[f"summary/rows_{f['summary/block_rows'][0]}"]
+    level["max"][...] = level["max"][...] * 1000
+
+
+variant("run_summary_scaled.h5", "run.h5", scaled_summary)
+variant("run_summary_levels.h5", "run_sparse.h5", lambda f: f["summary/block_rows"].__setitem__(0, 3))
+variant("run_counts_negative.h5", "run.h5", lambda f: f["counts"].__setitem__(0, -5))
+variant("checkpoint_edited.h5", "checkpoint_kembed.h5", lambda f: reset(f, "position", np.int64(1)))
 
 shutil.copyfile("run.h5", "run_truncated.h5")
 with open("run_truncated.h5", "r+b") as f:

@@ -18,8 +18,9 @@ CheckReport check_file(std::string const& path);
 
 struct RunFile;  // <kembed/io/run_file.hpp>
 // That the run file's stored summary (if any) is `run`'s (read with its gradient):
-// its summary_sha256 where it has one, else recomputed from the gradient. Returns
-// false when the file has no summary.
+// its summary_sha256 where it has one, and recomputed from the gradient (a summary
+// whose digest was recomputed after an edit still fails). Returns false when the
+// file has no summary.
 bool check_run_summary(std::string const& path, RunFile const& run);
 
 // Refuses (FileError naming `path`) holding `bytes` beyond this machine's memory,

@@ -86,7 +86,8 @@ std::string sparse_gradient_sha256(std::int64_t const* rows, float const* values
 std::string counts_sha256(std::int64_t const* counts, std::int64_t n);
 // Writes a sparse run file (`run`'s gradient and counts unused; gradient_sha256, of
 // every rank's records in rank order, must be set, and with `collective` so must
-// counts_sha256, of every rank's listed counts in rank order). With `collective`,
+// counts_sha256, of every rank's listed counts in rank order; one process holding
+// them all has it computed here). With `collective`,
 // every rank calls it with the same `run` and its own slab. The summary is the dense gradient's.
 void write_sparse_run(std::string const& path, RunFile const& run, SparseSlab const& mine,
                       SaveOptions const& options = {}, Collective const* collective = nullptr);
@@ -95,8 +96,8 @@ void write_sparse_run(std::string const& path, RunFile const& run, SparseSlab co
 void write_run(std::string const& path, RunFile const& run, SaveOptions const& options = {});
 // write_run from row slabs (job_files.hpp): `run`'s gradient and counts are not used,
 // and its gradient_sha256 (of the whole gradient, in row order) must be set, and its
-// counts_sha256 too with `collective` (one process holding every row may leave it
-// empty: it is computed here). With `collective`, every rank calls it with the same
+// counts_sha256 too with `collective` (where one process holds every row it is
+// computed here, whatever it was). With `collective`, every rank calls it with the same
 // `run` and its own rows.
 void write_run(std::string const& path, RunFile const& run, RowSlab const& mine, SaveOptions const& options,
                Collective const* collective = nullptr);
