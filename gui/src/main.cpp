@@ -5,6 +5,7 @@
 // and exits: 0, or 2 on a bad file or a bad option.
 #include "main_window.hpp"
 
+#include <kembed/io/batch_process.hpp>
 #include <kembed/version.hpp>
 
 #include <QApplication>
@@ -15,6 +16,9 @@
 #include <cstring>
 
 int main(int argc, char** argv) {
+  // As the kembed program: HDF5's exit clean-up is skipped (after a damaged file it may
+  // hold state of its own it cannot close; every file kembed opened is closed by then).
+  kembed::io::set_up_batch_process();
   // A screenshot needs no display: choose the offscreen platform before Qt looks for one.
   for (int i = 1; i < argc; ++i)
     if (std::strncmp(argv[i], "--screenshot", 12) == 0 && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))

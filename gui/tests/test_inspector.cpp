@@ -1024,8 +1024,10 @@ QString inspector_program() {
 TEST_F(Inspector, ADamagedChunkClosesTheFileAndEndsNothing) {
   auto const dense = with_damaged_chunk(run_file(), "damaged_chunk.h5");
   auto const sparse = with_damaged_chunk(sparse_copy_of_the_run("sparse_for_damage.h5"), "damaged_sparse_chunk.h5");
-  for (auto const& path : {dense, sparse}) {
-    for (auto const& view : {"counts", "gradient"}) {
+  std::string const paths[] = {dense, sparse};  // named arrays, not braced lists: nvcc 11.8
+  char const* const views[] = {"counts", "gradient"};
+  for (auto const& path : paths) {
+    for (auto const* view : views) {
       MainWindow window;
       window.setQuiet(true);
       ASSERT_TRUE(window.open(QString::fromStdString(path), MainWindow::Slot::A)) << "it opens: counts and summary are sound";
@@ -1097,17 +1099,17 @@ TEST_F(Inspector, AnEditedSummaryIsNeverPaintedAsVerified) {
     auto const to = work_dir() + "/" + name;
     fs::copy_file(run_file(), to, fs::copy_options::overwrite_existing);
     auto summary = io::read_summary(to);
-    for (auto& level : summary.levels)
-      for (auto* values : {&level.min, &level.max})
-        for (auto& x : *values) x *= 1000;
     hid_t f = H5Fopen(to.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-    for (auto const& level : summary.levels)
-      for (auto const& [field, values] : {std::pair{"min", &level.min}, std::pair{"max", &level.max}}) {
-        auto const object = "summary/rows_" + std::to_string(level.block_rows) + "/" + field;
+    for (auto& level : summary.levels) {
+      std::pair<char const*, std::vector<float>*> const fields[] = {{"min", &level.min}, {"max", &level.max}};
+      for (auto const& field : fields) {
+        for (auto& x : *field.second) x *= 1000;
+        auto const object = "summary/rows_" + std::to_string(level.block_rows) + "/" + field.first;
         hid_t d = H5Dopen2(f, object.c_str(), H5P_DEFAULT);
-        H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values->data());
+        H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, field.second->data());
         H5Dclose(d);
       }
+    }
     if (recompute) set_string_attribute(f, "summary_sha256", io::summary_sha256(summary));
     H5Fclose(f);
     return to;

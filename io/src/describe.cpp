@@ -112,8 +112,8 @@ FileSummary describe_file(std::string const& path) {
     FileSummary summary;
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0) summary.bytes = st.st_size;
+    summary.format_present = h5::has_attribute(file, "format");  // a header that cannot say is damaged: throws
     try {
-      summary.format_present = h5::has_attribute(file, "format");
       summary.format = h5::read_string(file, "format").value_or("");
     } catch (std::exception const&) {
       summary.format.clear();  // a 'format' that is not one string: not a kembed file, described as HDF5

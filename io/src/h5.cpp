@@ -312,16 +312,24 @@ std::vector<std::string> link_names(hid_t group) {
 }
 
 bool exists(hid_t file, std::string const& path) {
+  // A lookup that fails is damage, not absence: it throws.
+  auto linked = [&](std::string const& part) {
+    htri_t const found = H5Lexists(file, part.c_str(), H5P_DEFAULT);
+    if (found < 0) throw std::runtime_error("'" + part + "' cannot be looked up (damaged metadata): " + error_text());
+    return found > 0;
+  };
   // Each link on the way must exist before H5Oexists_by_name may be asked.
   std::size_t pos = 0;
   while ((pos = path.find('/', pos + 1)) != std::string::npos) {
     auto const part = path.substr(0, pos);
     if (part.empty() || part == "/") continue;
-    if (H5Lexists(file, part.c_str(), H5P_DEFAULT) <= 0) return false;
+    if (!linked(part)) return false;
   }
   if (path.empty() || path == "/") return true;
-  if (H5Lexists(file, path.c_str(), H5P_DEFAULT) <= 0) return false;
-  return H5Oexists_by_name(file, path.c_str(), H5P_DEFAULT) > 0;
+  if (!linked(path)) return false;
+  htri_t const object = H5Oexists_by_name(file, path.c_str(), H5P_DEFAULT);
+  if (object < 0) throw std::runtime_error("'" + path + "' cannot be opened (damaged metadata): " + error_text());
+  return object > 0;
 }
 
 std::string describe_type(hid_t type) {

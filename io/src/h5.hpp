@@ -121,7 +121,8 @@ std::string read_string_dataset(hid_t loc, char const* name);
 std::vector<std::string> attribute_names(hid_t obj);
 std::vector<std::string> link_names(hid_t group);
 
-// Whether `path` names an existing object (every link on the way must exist).
+// Whether `path` names an existing object (every link on the way must exist); throws
+// std::runtime_error where the file cannot say (damaged metadata), which is not absence.
 bool exists(hid_t file, std::string const& path);
 
 // A type's kind in words for errors: "32-bit integers", "64-bit floats", "strings".

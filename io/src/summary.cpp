@@ -124,8 +124,8 @@ std::string summary_sha256(Summary const& s) {
   for (auto const& level : s.levels) {
     hash.update(&level.block_rows, sizeof(std::int64_t));
     hash.update(level.counts.data(), level.counts.size() * sizeof(std::int64_t));
-    for (auto const* values : {&level.min, &level.max, &level.max_abs})
-      hash.update(values->data(), values->size() * sizeof(float));
+    std::vector<float> const* const fields[] = {&level.min, &level.max, &level.max_abs};  // nvcc: no braced list
+    for (auto const* values : fields) hash.update(values->data(), values->size() * sizeof(float));
   }
   return hash.hex_digest();
 }

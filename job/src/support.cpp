@@ -153,8 +153,10 @@ std::int64_t check_carried(io::Checkpoint const& c, std::string const& path, std
   for (std::int64_t i = 0; i < n; ++i) {
     std::int64_t const row = c.sparse ? c.listed_rows[std::size_t(i)] : first_row + i;
     std::int64_t const count = c.counts[std::size_t(i)];
-    if (count < least || count > c.position - sum)
-      refuse("/counts", "row " + std::to_string(row) + " has the count " + std::to_string(count));
+    if (count < least) refuse("/counts", "row " + std::to_string(row) + " has the count " + std::to_string(count));
+    if (count > c.position - sum)  // sum <= position throughout: no overflow
+      refuse("/counts", "sums to more than the checkpoint's position " + std::to_string(c.position) + " by row " +
+                            std::to_string(row));
     sum += count;
     float const* values = c.gradient.data() + i * d;
     bool const zero = count == 0 || row == padding_idx;

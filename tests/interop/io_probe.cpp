@@ -6,6 +6,7 @@
 //   io_probe write-run OUT V D SEED                 a synthetic run file
 #include <kembed/core/error.hpp>
 #include <kembed/core/synthetic.hpp>
+#include <kembed/io/batch_process.hpp>
 #include <kembed/io/run_file.hpp>
 #include <kembed/io/sha256.hpp>
 #include <kembed/io/table_file.hpp>
@@ -17,6 +18,7 @@
 using namespace kembed;
 
 int main(int argc, char** argv) {
+  kembed::io::set_up_batch_process();  // as the kembed program: no HDF5 clean-up at exit
   try {
     std::string const cmd = argc > 1 ? argv[1] : "";
     if (cmd == "save-table" && argc >= 6) {

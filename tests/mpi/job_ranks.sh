@@ -146,6 +146,7 @@ for mode in identical deterministic sparse; do  # sparse: a row-sparse run and i
   [[ -e "killed-$mode.h5.checkpoint" ]] || { echo "job_ranks: the killed job left no checkpoint" >&2; exit 1; }
   other=$((ranks % 4 + 1))  # resume with another number of ranks
   cp "killed-$mode.h5.checkpoint" "again-$mode.h5.checkpoint"
+  [[ $mode != identical ]] || cp "killed-$mode.h5.checkpoint" edited.checkpoint  # for the tampering below
   run_ranks "$other" "${args[@]}" --out "killed-$mode.h5" --resume >/dev/null
   same_datasets_ranks=$ranks
   ranks=$other same_datasets "one-long-$mode.h5" "killed-$mode.h5" "resumed $mode on $other ranks"
@@ -154,4 +155,35 @@ for mode in identical deterministic sparse; do  # sparse: a row-sparse run and i
   ranks=1 same_datasets "one-long-$mode.h5" "again-$mode.h5" "resumed $mode as one process"
   ranks=$same_datasets_ranks
 done
+# What the ranks build on is verified: a checkpoint whose last row (the last rank's)
+# was edited after it was written is refused, each rank hashing the rows it read in
+# rank order, and left as it was; a table holding NaN in the last rank's rows stops
+# every rank with the one-process message, before any output.
+if [[ -n $python ]]; then
+  "$python" - <<'PY'
+import h5py, numpy as np, shutil
+with h5py.File("edited.checkpoint", "r+") as f:
+    f["gradient"][-1, 0] = f["gradient"][-1, 0] + 1
+shutil.copyfile("t5003.h5", "tnan.h5")
+with h5py.File("tnan.h5", "r+") as f:
+    f["weight"][5002, 3] = np.nan
+PY
+  before=$(sha256sum edited.checkpoint)
+  set +e
+  run_ranks "$ranks" --table t5003.h5 --batch long.h5 --microbatch 1000 --mode identical --out edited.h5 \
+    --checkpoint edited.checkpoint --resume 2>edited.err
+  edited_status=$?
+  run_ranks "$ranks" --table tnan.h5 --batch long.h5 --out nan.h5 2>nan.err
+  nan_status=$?
+  set -e
+  [[ $edited_status -ne 0 && ! -e edited.h5 && $(sha256sum edited.checkpoint) == "$before" ]] ||
+    { echo "job_ranks: an edited checkpoint was resumed or changed (exit $edited_status)" >&2; cat edited.err >&2; exit 1; }
+  grep -q "edited.checkpoint: dataset '/gradient': does not match its SHA-256.*left as it is" edited.err ||
+    { echo "job_ranks: the edited checkpoint's refusal:" >&2; cat edited.err >&2; exit 1; }
+  [[ $nan_status -ne 0 && ! -e nan.h5 && $(grep -c "kembed: error" nan.err) -eq 1 ]] ||
+    { echo "job_ranks: a table holding NaN (exit $nan_status):" >&2; cat nan.err >&2; exit 1; }
+  grep -q "tnan.h5: dataset '/weight': holds NaN at row 5002, column 3" nan.err ||
+    { echo "job_ranks: the NaN table's refusal:" >&2; cat nan.err >&2; exit 1; }
+  checked=$((checked + 2))
+fi
 echo "job_ranks: $checked cases on $ranks rank(s): datasets byte-identical to one process"

@@ -313,6 +313,9 @@ class BackwardJob {
       }
     }
     if (checkpoint_written.valid()) together([&] { checkpoint_written.get(); });
+    // The table's check is the I/O thread's last HDF5 work: done before this thread's
+    // (HDF5 is not thread-safe), and a table it refuses leaves no run file.
+    if (table_checked.valid()) together([&] { table_checked.get(); });
     // One process writes (and deflates) the gradient while its inputs may still be
     // hashed, and the header with their digests last; ranks agree on them first.
     bool const late_header = team_.size() == 1;
