@@ -269,7 +269,7 @@ TEST(MaxNorm, TheNormIsTheDefinedSum) {
 // The file's records of one kind: the header's words and the lines after it.
 std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> records(std::string const& kind,
                                                                                   int lines) {
-  std::ifstream file(KEMBED_TEST_DATA_DIR "/torch_options.txt");
+  std::ifstream file(test::data_file("torch_options.txt"));
   std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> out;
   for (std::string line; std::getline(file, line);) {
     if (line.rfind(kind + " ", 0) != 0) continue;

@@ -20,7 +20,7 @@ struct TorchCase {
 };
 
 std::vector<TorchCase> load_cases() {
-  std::ifstream file(KEMBED_TEST_DATA_DIR "/torch_reference.txt");
+  std::ifstream file(test::data_file("torch_reference.txt"));
   std::vector<TorchCase> cases;
   std::string line;
   while (std::getline(file, line)) {

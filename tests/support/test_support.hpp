@@ -24,6 +24,16 @@ using TEST_EXECSPACE = KEMBED_TEST_EXECSPACE;
 
 namespace kembed::test {
 
+// A file of tests/data: under $KEMBED_TEST_DATA_DIR where it is set (a device bundle
+// carries the files to a machine without the source tree), else where the build found them.
+inline std::string data_file(char const* name) {
+  char const* dir = std::getenv("KEMBED_TEST_DATA_DIR");
+#ifdef KEMBED_TEST_DATA_DIR
+  if (!dir || !*dir) dir = KEMBED_TEST_DATA_DIR;
+#endif
+  return std::string(dir ? dir : ".") + "/" + name;
+}
+
 // Sets an environment variable for a scope, then puts back what was there.
 class ScopedEnv {
  public:
