@@ -240,7 +240,7 @@ Histogram count_histogram(std::vector<std::int64_t> const& counts, int bins, boo
   bins = std::max(bins, 1);
   std::int64_t const top = counts.empty() ? 0 : std::max<std::int64_t>(0, *std::max_element(counts.begin(), counts.end()));
   if (!logarithmic) {
-    std::int64_t const width = top / bins + 1;  // ceil((top + 1) / bins), without overflow
+    std::int64_t const width = plus(top / bins, 1);  // ceil((top + 1) / bins), without overflow
     for (std::int64_t i = 0; i < bins && i * width <= top; ++i)
       h.lower.push_back(i * width), h.upper.push_back(plus(i * width, width));
   } else {
