@@ -1,6 +1,7 @@
 #include "h5.hpp"
 
 #include <cstdlib>
+#include <fstream>
 
 #include <cstdint>
 #include <cstring>
@@ -250,14 +251,41 @@ std::string read_string_dataset(hid_t loc, char const* name) {
   Handle space = dataspace(H5Dget_space(dset));
   check_one_value(what, space);
   // A string is never longer than the file it is stored in (plus its terminator).
-  VlenBound bound;
+  hsize_t file_bytes = 0;
+  std::string file_name;
   {
     hid_t const file = H5Iget_file_id(dset);
-    hsize_t bytes = 0;
-    if (file < 0 || H5Fget_filesize(file, &bytes) < 0) bytes = 0;
+    if (file < 0 || H5Fget_filesize(file, &file_bytes) < 0) file_bytes = 0;
+    ssize_t const n = file < 0 ? -1 : H5Fget_name(file, nullptr, 0);
+    if (n > 0) file_name.resize(std::size_t(n) + 1), H5Fget_name(file, file_name.data(), file_name.size());
+    file_name.resize(n > 0 ? std::size_t(n) : 0);
     if (file >= 0) H5Fclose(file);
-    bound.most = std::size_t(bytes) + 1;
   }
+  auto refuse = [&](std::uint64_t declared) {
+    return std::runtime_error(what + " declares a string of " + std::to_string(declared) + " bytes in a file of " +
+                              std::to_string(file_bytes) + " bytes; the file is damaged (refused before HDF5 " +
+                              "allocates for it)");
+  };
+  if (H5Tis_variable_str(type) > 0) {
+    // HDF5 sizes its conversion buffer by the length the file declares before any
+    // allocator of ours is asked: read that length (the first 4 bytes, little-endian,
+    // of the stored descriptor) from the file's own bytes first, where it is contiguous.
+    haddr_t const at = H5Dget_offset(dset);
+    if (at != HADDR_UNDEF && !file_name.empty()) {
+      unsigned char length[4] = {};
+      std::ifstream in(file_name, std::ios::binary);
+      in.seekg(std::streamoff(at));
+      if (in.read(reinterpret_cast<char*>(length), 4)) {
+        std::uint64_t const declared = std::uint64_t(length[0]) | std::uint64_t(length[1]) << 8 |
+                                       std::uint64_t(length[2]) << 16 | std::uint64_t(length[3]) << 24;
+        if (declared > file_bytes) throw refuse(declared);
+      }
+    }
+  }
+  // Elsewhere (a compact layout) the allocator HDF5 is given refuses what the file
+  // cannot hold, for the string itself.
+  VlenBound bound;
+  bound.most = std::size_t(file_bytes) + 1;
   Handle transfer = plist(H5Pcreate(H5P_DATASET_XFER));
   H5Pset_vlen_mem_manager(transfer, bounded_alloc, &bound, bounded_free, nullptr);
   try {
@@ -266,9 +294,7 @@ std::string read_string_dataset(hid_t loc, char const* name) {
         [](char* value) { std::free(value); });
   } catch (std::runtime_error const&) {
     if (bound.asked == 0) throw;
-    throw std::runtime_error(what + " declares a string of " + std::to_string(bound.asked) +
-                             " bytes in a file of " + std::to_string(bound.most - 1) +
-                             " bytes; the file is damaged (nothing was allocated for it)");
+    throw refuse(bound.asked - 1);
   }
 }
 
