@@ -111,6 +111,20 @@ void check_counts_to_write(std::int64_t const* counts, std::int64_t n, std::int6
                                      std::to_string(positions) + "; every position counts once");
 }
 
+// The counts' digest a run file stores. Where this process holds every count they are
+// checked and digested here, once (a stale digest given with them is replaced); ranks
+// that each hold a part must give the digest of all of them.
+std::string counts_digest_to_write(RunFile const& run, std::int64_t const* counts, std::int64_t n, bool every_row) {
+  if (every_row) {
+    check_counts_to_write(counts, n, run.positions);
+    return sha256_hex(counts, static_cast<std::size_t>(n) * sizeof(std::int64_t));
+  }
+  if (run.counts_sha256.size() != 64)
+    throw InvalidArgument("run", "a run written by many ranks needs the SHA-256 of every rank's counts "
+                                 "(counts_sha256)");
+  return run.counts_sha256;
+}
+
 // Everything a run file's header holds but the summary: attributes, inputs,
 // timings and provenance (docs/FORMAT.md), for either kind of run file.
 void write_run_attributes(hid_t file, RunFile const& run, char const* format) {
@@ -180,16 +194,13 @@ void write_run_slabs(std::string const& path, RunFile const& given, RowSlab cons
                                      std::to_string(run.cols) + ") gradient, or have no data");
   if (run.gradient_sha256.size() != 64)
     throw InvalidArgument("run", "write_run from row slabs needs the whole gradient's SHA-256 (gradient_sha256)");
-  if (!collective && mine.first == 0 && mine.count == run.rows) check_counts_to_write(mine.counts, mine.count, run.positions);
-  if (!collective && mine.first == 0 && mine.count == run.rows &&
-      run.counts_sha256 != counts_sha256(mine.counts, mine.count)) {
-    completed = given;  // one process holds every count: digest them here (a stale digest too)
-    completed.counts_sha256 = counts_sha256(mine.counts, mine.count);
+  std::string const counts_digest =
+      counts_digest_to_write(run, mine.counts, mine.count, !collective && mine.first == 0 && mine.count == run.rows);
+  if (counts_digest != run.counts_sha256) {
+    completed = given;
+    completed.counts_sha256 = counts_digest;
     return write_run_slabs(path, completed, mine, options, collective, complete);
   }
-  if (run.counts_sha256.size() != 64)
-    throw InvalidArgument("run", "write_run from the row slabs of many ranks needs every rank's counts' SHA-256 "
-                                 "(counts_sha256)");
   detail::check_padding_to_store("the run", run.padding_idx, run.rows);
   // The gradient's summary (/summary): one process folds it on a thread of its own
   // while the datasets are written (the header comes after them); ranks fold their
@@ -234,7 +245,6 @@ void write_run(std::string const& path, RunFile const& run, SaveOptions const& o
   header.gradient = {};
   header.counts = {};
   header.gradient_sha256 = gradient_sha256(run.gradient);
-  header.counts_sha256 = counts_sha256(run.counts.data(), run.rows);
   write_run(path, header, RowSlab{0, run.rows, run.gradient.data(), run.counts.data()}, options);
 }
 
@@ -282,16 +292,13 @@ void write_sparse_run(std::string const& path, RunFile const& run, SparseSlab co
                                        std::to_string(mine.row_begin) + ", " + std::to_string(mine.row_end) + ")");
   if (run.gradient_sha256.size() != 64)
     throw InvalidArgument("run", "write_sparse_run needs the records' SHA-256 (gradient_sha256)");
-  if (!collective && mine.first == 0 && mine.count == mine.total) check_counts_to_write(mine.counts, mine.count, run.positions);
-  if (!collective && mine.first == 0 && mine.count == mine.total &&
-      run.counts_sha256 != counts_sha256(mine.counts, mine.count)) {
-    RunFile with = run;  // one process holds every listed count: digest them here (a stale digest too)
-    with.counts_sha256 = counts_sha256(mine.counts, mine.count);
+  std::string const counts_digest =
+      counts_digest_to_write(run, mine.counts, mine.count, !collective && mine.first == 0 && mine.count == mine.total);
+  if (counts_digest != run.counts_sha256) {
+    RunFile with = run;
+    with.counts_sha256 = counts_digest;
     return write_sparse_run(path, with, mine, options, collective);
   }
-  if (run.counts_sha256.size() != 64)
-    throw InvalidArgument("run", "write_sparse_run on many ranks needs every rank's listed counts' SHA-256 "
-                                 "(counts_sha256)");
   detail::check_padding_to_store("the run", run.padding_idx, run.rows);
   // The dense gradient's summary: the listed rows, and one +0.0 row (count 0) in each
   // finest block where this slab's table rows are not all listed.

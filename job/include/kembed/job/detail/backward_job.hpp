@@ -460,18 +460,15 @@ class BackwardJob {
   }
   void check_parts(io::Checkpoint const& c, std::string const& path, std::string const& gradient_sha,
                    std::string const& counts_sha, std::int64_t total) const {
-    {
-      if (team_.size() > 1 && gradient_sha != c.gradient_sha256)
-        throw io::FileError(path, "/gradient", "does not match its SHA-256 (attribute gradient_sha256 = " +
-                                                   c.gradient_sha256 + "): the checkpoint is damaged or was edited");
-      if (team_.size() > 1 && counts_sha != c.counts_sha256)
-        throw io::FileError(path, "/counts", "does not match its SHA-256 (attribute counts_sha256 = " +
-                                                 c.counts_sha256 + "): the checkpoint is damaged or was edited");
-      if (total != c.position)
-        throw io::FileError(path, "/counts", "sums to " + std::to_string(total) + " but the checkpoint's position is " +
-                                                 std::to_string(c.position) +
-                                                 ": the checkpoint is damaged or was edited");
-    }
+    if (team_.size() > 1 && gradient_sha != c.gradient_sha256)
+      throw io::FileError(path, "/gradient", "does not match its SHA-256 (attribute gradient_sha256 = " +
+                                                 c.gradient_sha256 + "): the checkpoint is damaged or was edited");
+    if (team_.size() > 1 && counts_sha != c.counts_sha256)
+      throw io::FileError(path, "/counts", "does not match its SHA-256 (attribute counts_sha256 = " +
+                                               c.counts_sha256 + "): the checkpoint is damaged or was edited");
+    if (total != c.position)
+      throw io::FileError(path, "/counts", "sums to " + std::to_string(total) + " but the checkpoint's position is " +
+                                               std::to_string(c.position) + ": the checkpoint is damaged or was edited");
   }
 
   // A sparse gradient's listed rows on the host: global row numbers, values, and
