@@ -188,6 +188,24 @@ TEST_F(Io, EmbeddingSaveAndLoad) {
   EXPECT_EQ(back.plan(), Plan::scan);
 }
 
+// torch's other options come back too (io::load once dropped them, and Python's load uses it).
+TEST_F(Io, EmbeddingLoadKeepsTorchOptions) {
+  std::int64_t const v = 12, d = 3;
+  auto const w = special_table(v, d);
+  Options o;
+  o.max_norm = 1.5;
+  o.norm_type = 3.0;
+  o.scale_grad_by_freq = FreqScale::batch;
+  o.sparse = true;
+  Embedding<Kokkos::DefaultHostExecutionSpace> layer(v, d, FloatsRef(w.data(), Shape{v, d}), o);
+  io::save(layer, path("options.h5"));
+  auto const back = io::load<Kokkos::DefaultHostExecutionSpace>(path("options.h5"));
+  EXPECT_EQ(back.config().max_norm, 1.5);
+  EXPECT_EQ(back.config().norm_type, 3.0);
+  EXPECT_EQ(back.config().scale_grad_by_freq, FreqScale::batch);
+  EXPECT_TRUE(back.config().sparse);
+}
+
 TEST_F(Io, LoadRowsReadsARowRange) {
   std::int64_t const v = 1000, d = 7;
   auto const w = special_table(v, d);

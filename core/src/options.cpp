@@ -115,4 +115,16 @@ Plan resolve_plan(Plan plan, std::int64_t num_embeddings, std::int64_t positions
   return num_embeddings >= need ? Plan::sort : Plan::scan;
 }
 
+Options options_of(Config const& config) {
+  Options o;
+  if (config.has_padding()) o.padding_idx = config.padding_idx;
+  o.plan = config.plan;
+  o.mode = config.mode;
+  if (config.renormalises()) o.max_norm = config.max_norm;
+  o.norm_type = config.norm_type;
+  o.scale_grad_by_freq = config.scale_grad_by_freq;
+  o.sparse = config.sparse;
+  return o;
+}
+
 }  // namespace kembed

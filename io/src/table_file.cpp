@@ -13,18 +13,6 @@ namespace {
 
 constexpr char const* weight_dataset = "/weight";
 
-Options options_of(Config const& config) {
-  Options o;
-  if (config.has_padding()) o.padding_idx = config.padding_idx;
-  o.plan = config.plan;
-  o.mode = config.mode;
-  if (config.renormalises()) o.max_norm = config.max_norm;
-  o.norm_type = config.norm_type;
-  o.scale_grad_by_freq = config.scale_grad_by_freq;
-  o.sparse = config.sparse;
-  return o;
-}
-
 // Opens a kembed table file and reads its settings; the weight dataset is checked
 // against them but not read.
 struct OpenTable {

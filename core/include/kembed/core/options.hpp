@@ -62,6 +62,8 @@ struct Config {
 
 // Validates V, d and every option; throws InvalidArgument.
 Config make_config(std::int64_t num_embeddings, std::int64_t embedding_dim, Options const& options);
+// The Options that make_config turns back into `config`: every setting, none dropped.
+Options options_of(Config const& config);
 
 // The plan that runs for T positions: `automatic` resolved by V * T.
 Plan resolve_plan(Plan plan, std::int64_t num_embeddings, std::int64_t positions) noexcept;

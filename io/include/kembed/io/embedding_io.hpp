@@ -16,10 +16,7 @@ void save(Embedding<ExecutionSpace> const& layer, std::string const& path, SaveO
 template <class ExecutionSpace = Kokkos::DefaultExecutionSpace>
 Embedding<ExecutionSpace> load(std::string const& path, ExecutionSpace const& space = ExecutionSpace()) {
   auto const file = load_table(path);
-  Options options;
-  if (file.config.has_padding()) options.padding_idx = file.config.padding_idx;
-  options.plan = file.config.plan;
-  options.mode = file.config.mode;
+  auto const options = options_of(file.config);  // every setting the file holds
   auto const v = file.config.num_embeddings, d = file.config.embedding_dim;
   return Embedding<ExecutionSpace>(space, v, d, FloatsRef(file.weight.data(), Shape{v, d}), options);
 }
