@@ -241,6 +241,31 @@ TEST(Ownership, FromPretrainedViewCopiesTheView) {
   EXPECT_EQ(layer.embedding_dim(), d);
 }
 
+// Embedding::over works on the caller's table (kembed.torch's Parameter): a write to it
+// reaches the next forward, and max_norm's renormalisation writes it, as torch's does.
+TEST(Ownership, OverWorksOnTheCallersTable) {
+  std::int64_t const v = 4, d = 2;
+  Layer::matrix_type w("w", v, d);
+  Kokkos::deep_copy(w, 3.0f);
+  Options renorm;
+  renorm.max_norm = 1.0;
+  auto const plain = Layer::over(TEST_EXECSPACE(), w);
+  auto const capped = Layer::over(TEST_EXECSPACE(), w, renorm);
+  EXPECT_EQ(plain.weight().data(), w.data());
+  Kokkos::deep_copy(w, 0.5f);  // an optimiser's step
+  std::vector<std::int64_t> ids{2};
+  EXPECT_TRUE(same_bits(plain.forward(IdsRef(ids)), std::vector<float>(d, 0.5f)));
+  Kokkos::deep_copy(w, 3.0f);
+  auto const y = capped.forward(IdsRef(ids));
+  auto const host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), w);
+  EXPECT_EQ(test::bits_of(host(2, 0)), test::bits_of(y[0]));  // row 2 renormalised in the caller's table
+  EXPECT_LT(host(2, 0), 3.0f);
+  EXPECT_EQ(host(1, 0), 3.0f);  // rows not referenced stay
+  Options bad;
+  bad.padding_idx = 9;
+  EXPECT_THROW(Layer::over(TEST_EXECSPACE(), w, bad), InvalidArgument);
+}
+
 TEST(Counts, EqualTheOracleAndIncludeThePaddingRow) {
   std::int64_t const v = 50;
   auto ids = synthetic::zipf_ids(v, 5000, 1.1, 9);

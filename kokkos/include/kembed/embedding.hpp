@@ -87,6 +87,16 @@ class Embedding {
     return layer;
   }
 
+  // A layer over a table the caller owns, in this space's memory: not copied and not
+  // checked, so that an optimiser's in-place step reaches the next forward (kembed.torch,
+  // whose Parameter is the table). The caller keeps it alive, and does not write it
+  // while a call runs; with max_norm the forward writes it, as torch's does.
+  static Embedding over(ExecutionSpace const& space, matrix_type const& table, Options const& options = {}) {
+    Embedding layer(space, make_config(table.extent(0), table.extent(1), options));
+    layer.weight_ = table;
+    return layer;
+  }
+
   // A layer for the backward alone, holding no table: the gradient does not depend
   // on the table's values, so a job that only folds gradients need not load it.
   // forward() and weight_host() refuse; set_weight() gives it a table.
