@@ -34,10 +34,18 @@ fi
 version=$(sed -n 's/.*PACKAGE_VERSION "\([0-9.]*\)".*/\1/p' "$root"/usr/lib/x86_64-linux-gnu/cmake/Kokkos/KokkosConfigVersion.cmake)
 
 build=$here/build/kokkos5
+# The Python module's Kokkos translation units too, where the venv has nanobind (scripts/setup.sh python).
+python_flags=()
+venv_python=$cache/venv/bin/python
+if "$venv_python" -c "import nanobind" 2>/dev/null; then
+  python_flags=(-DKEMBED_ENABLE_PYTHON=ON -DPython_EXECUTABLE="$venv_python")
+else
+  log "no nanobind in $cache/venv: the Python module is not checked (scripts/setup.sh python)"
+fi
 log "configuring against Kokkos ${version:-?} (C++20, unoptimised: only whether it compiles matters)"
 cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_STANDARD=20 \
   -DKokkos_ROOT="$root/usr/lib/x86_64-linux-gnu/cmake/Kokkos" -DKEMBED_REQUIRED_DEVICES=OPENMP \
-  -DKEMBED_ENABLE_INSPECTOR=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON >"$build.configure.log" 2>&1 ||
+  -DKEMBED_ENABLE_INSPECTOR=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON "${python_flags[@]}" >"$build.configure.log" 2>&1 ||
   { tail -n 30 "$build.configure.log" >&2; exit 1; }
 # Every compile command of a file that includes Kokkos (directly or through kembed).
 failed=0

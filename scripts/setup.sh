@@ -11,14 +11,16 @@
 #   scripts/setup.sh asan|fuzz               the sanitizer builds (CI)
 #   scripts/setup.sh cuda|hip                every target for a GPU, compiled and linked
 #                                            (build/cuda, build/hip; runs on a GPU node)
+#   scripts/setup.sh python                  the Python package (kembed, kembed.torch) with
+#                                            torch's CPU operators, into the venv
 #   scripts/setup.sh none                    packages and the venv only
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-variants=${1:-all}  # serial, openmp, all, asan, fuzz, cuda, hip or none
+variants=${1:-all}  # serial, openmp, all, asan, fuzz, cuda, hip, python or none
 log() { echo "setup: $*" >&2; }
 case $variants in
-  serial | openmp | all | asan | fuzz | cuda | hip | none) ;;
-  *) log "unknown variant '$variants': serial, openmp, all, asan, fuzz, cuda, hip or none"; exit 2 ;;
+  serial | openmp | all | asan | fuzz | cuda | hip | python | none) ;;
+  *) log "unknown variant '$variants': serial, openmp, all, asan, fuzz, cuda, hip, python or none"; exit 2 ;;
 esac
 
 packages=(cmake make g++ libtrilinos-kokkos-dev libgtest-dev libhdf5-dev hdf5-tools libcli11-dev
@@ -90,4 +92,7 @@ fi
 if [[ $variants == all || $variants == openmp ]]; then
   kokkos=$("$here/scripts/build-kokkos-openmp.sh")
   configure_and_build openmp -DKokkos_ROOT="$kokkos" -DKEMBED_PYTHON="$venv/bin/python"
+fi
+if [[ $variants == python ]]; then
+  "$here/scripts/setup-python.sh" "$venv" "$("$here/scripts/build-kokkos-openmp.sh")"
 fi

@@ -1,0 +1,67 @@
+#pragma once
+// The Python module's view of kembed::Embedding: one interface over the layer on each
+// host backend the build has, so that module.cpp binds it once. Every array is the
+// caller's memory (numpy's, torch's); nothing here copies what a kernel can read.
+#include <kembed/core/options.hpp>
+#include <kembed/core/sparse.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kembed::python {
+
+// Ids as the kernels take them: int32 or int64, C order, `size` positions.
+struct Ids {
+  void const* data = nullptr;
+  bool wide = true;  // int64; else int32
+  std::int64_t size = 0;
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  virtual Config const& config() const = 0;
+  virtual char const* backend() const = 0;
+  virtual Plan plan_for(std::int64_t positions) const = 0;
+  // y: size x d. With max_norm this writes the table (the layer's, or the borrowed one).
+  virtual void forward(Ids const& ids, float* y) const = 0;
+  // grad: V x d, all written. carry, counts and batch_counts may be null.
+  virtual void backward(Ids const& ids, float const* dy, float const* carry, float* grad, std::int64_t* counts,
+                        std::int64_t const* batch_counts) const = 0;
+  virtual SparseGradient backward_sparse(Ids const& ids, float const* dy, SparseGradient const* carry,
+                                         std::int64_t const* batch_counts) const = 0;
+  virtual void counts(Ids const& ids, std::int64_t* out) const = 0;  // V entries
+  virtual void weight(float* out) const = 0;                         // the table, V x d
+  virtual void set_weight(float const* weight) = 0;                  // V x d; on error the old table stays
+};
+
+// The layer on one host execution space; layer_on.hpp defines it, and each backend's
+// translation unit instantiates it (layer_serial.cpp, layer_openmp.cpp).
+template <class Space>
+std::unique_ptr<Layer> make_layer_on(char const* name, std::int64_t v, std::int64_t d, float* weight, bool borrowed,
+                                     Options const& options);
+
+// A layer on `backend` ("serial", "openmp"; "default": the build's default host space).
+// Without `borrowed` it copies and checks `weight` (null: a layer for the backward only);
+// with, it works on the caller's table in place (kembed.torch's Parameter).
+std::unique_ptr<Layer> make_layer(std::string const& backend, std::int64_t v, std::int64_t d, float* weight,
+                                  bool borrowed, Options const& options);
+
+// A new host float buffer, not written, with huge pages advised (as kembed's own
+// buffers: docs/PERFORMANCE.md); `owner` keeps it.
+struct HostFloats {
+  float* data = nullptr;
+  std::shared_ptr<void> owner;
+};
+HostFloats new_host_floats(std::int64_t rows, std::int64_t cols);
+
+// Kokkos starts on the first layer, with set_num_threads' count (or KEMBED_NUM_THREADS,
+// else the OpenMP runtime's); after that the count is fixed for the process.
+void start_kokkos();
+int num_threads();
+void set_num_threads(int threads);
+std::vector<std::string> backends();
+
+}  // namespace kembed::python

@@ -1,0 +1,271 @@
+// kembed._kembed: the nanobind module under the `kembed` package. A thin layer over
+// kembed::Embedding and kembed::io; argument checks are the C++ layer's own, and its
+// errors become Python's (docs/PYTHON.md, Errors).
+#include "arrays.hpp"
+#include "layer.hpp"
+
+#include <kembed/core/build_info.hpp>
+#include <kembed/core/validate.hpp>
+#include <kembed/io/error.hpp>
+#include <kembed/io/table_file.hpp>
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <optional>
+#include <string>
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace kembed::python {
+namespace {
+
+Options options_from(std::optional<std::int64_t> padding_idx, std::string const& plan, std::string const& mode,
+                     std::optional<double> max_norm, double norm_type, std::string const& scale, bool sparse) {
+  Options o;
+  o.padding_idx = padding_idx;
+  o.plan = parse_plan(plan);
+  o.mode = parse_mode(mode);
+  o.max_norm = max_norm;
+  o.norm_type = norm_type;
+  o.scale_grad_by_freq = parse_freq_scale(scale);
+  o.sparse = sparse;
+  return o;
+}
+
+// The Layer Python holds. Its table is its own copy, unless `borrowed` (then `keep`
+// holds the caller's array while the layer lives).
+struct PyLayer {
+  std::unique_ptr<Layer> layer;
+  nb::object keep;
+
+  std::int64_t v() const { return layer->config().num_embeddings; }
+  std::int64_t d() const { return layer->config().embedding_dim; }
+  FloatsIn dy_for(AnyArray const& dy, IdsIn const& ids) const {
+    auto in = take_floats(dy, "dy");
+    check_dy_shape(Shape(ids.shape), Shape(in.shape), d());
+    return in;
+  }
+  std::vector<std::int64_t> batch_counts(std::optional<AnyArray> const& a) const {
+    if (!a) return {};
+    auto c = take_int64s(*a, "batch_counts");
+    if (static_cast<std::int64_t>(c.size()) != v())
+      throw InvalidArgument("batch_counts", "batch_counts has " + std::to_string(c.size()) + " entries, want " +
+                                                std::to_string(v()) + " (num_embeddings)");
+    return c;
+  }
+};
+
+PyLayer make(std::string const& backend, std::int64_t v, std::int64_t d, std::optional<AnyArray> const& weight,
+             bool borrowed, std::optional<std::int64_t> padding_idx, std::string const& plan, std::string const& mode,
+             std::optional<double> max_norm, double norm_type, std::string const& scale, bool sparse) {
+  auto const options = options_from(padding_idx, plan, mode, max_norm, norm_type, scale, sparse);
+  PyLayer out;
+  if (!weight) {
+    out.layer = make_layer(backend, v, d, nullptr, false, options);
+    return out;
+  }
+  auto w = take_floats(*weight, "weight");
+  check_table_shape("weight", Shape(w.shape), v, d);
+  if (borrowed && !w.owned.empty())
+    throw nb::type_error("kembed: a borrowed table must be a writable C-order float32 array");
+  nb::gil_scoped_release release;
+  out.layer = make_layer(backend, v, d, const_cast<float*>(w.data), borrowed, options);
+  if (borrowed) {
+    nb::gil_scoped_acquire acquire;
+    out.keep = nb::cast(*weight);
+  }
+  return out;
+}
+
+nb::object forward(PyLayer const& self, AnyArray const& ids_array, std::optional<nb::ndarray<>> const& out) {
+  auto const ids = take_ids(ids_array, self.v());
+  auto shape = ids.shape;
+  shape.push_back(self.d());
+  check_ids_shape(Shape(ids.shape));
+  HostFloats fresh;
+  float* y = out ? take_out(*out, shape, "out") : (fresh = new_host_floats(ids.ids.size, self.d())).data;
+  {
+    nb::gil_scoped_release release;
+    self.layer->forward(ids.ids, y);
+  }
+  return out ? nb::cast(*out) : to_numpy(std::move(fresh), shape);
+}
+
+nb::object backward(PyLayer const& self, AnyArray const& ids_array, AnyArray const& dy_array,
+                    std::optional<AnyArray> const& carry_array, std::optional<AnyArray> const& batch,
+                    bool with_counts, std::optional<nb::ndarray<>> const& out) {
+  auto const ids = take_ids(ids_array, self.v());
+  auto const dy = self.dy_for(dy_array, ids);
+  FloatsIn carry;
+  if (carry_array) {
+    carry = take_floats(*carry_array, "grad");
+    check_table_shape("grad", Shape(carry.shape), self.v(), self.d());
+  }
+  auto const batch_counts = self.batch_counts(batch);
+  // out= may be the carry itself: the fold then continues in place (only the rows hit are written).
+  HostFloats fresh;
+  float* grad = out ? take_out(*out, {self.v(), self.d()}, "out") : (fresh = new_host_floats(self.v(), self.d())).data;
+  std::vector<std::int64_t> counts(with_counts ? static_cast<std::size_t>(self.v()) : 0);
+  {
+    nb::gil_scoped_release release;
+    self.layer->backward(ids.ids, dy.data, carry.data, grad, with_counts ? counts.data() : nullptr,
+                         batch ? batch_counts.data() : nullptr);
+  }
+  auto g = out ? nb::cast(*out) : to_numpy(std::move(fresh), {self.v(), self.d()});
+  if (!with_counts) return g;
+  return nb::make_tuple(g, to_numpy(std::move(counts), {self.v()}));
+}
+
+nb::object backward_sparse(PyLayer const& self, AnyArray const& ids_array, AnyArray const& dy_array,
+                           std::optional<AnyArray> const& carry_rows, std::optional<AnyArray> const& carry_values,
+                           std::optional<AnyArray> const& carry_counts, std::optional<AnyArray> const& batch) {
+  auto const ids = take_ids(ids_array, self.v());
+  auto const dy = self.dy_for(dy_array, ids);
+  std::optional<SparseGradient> carry;
+  if (carry_rows || carry_values) {
+    if (!carry_rows || !carry_values)
+      throw InvalidArgument("grad", "a sparse carry needs both its rows and its values");
+    carry.emplace();
+    carry->num_embeddings = self.v();
+    carry->embedding_dim = self.d();
+    carry->rows = take_int64s(*carry_rows, "grad.rows");
+    auto values = take_floats(*carry_values, "grad.values");
+    carry->values.assign(values.data, values.data + carry_values->size());  // checked against rows x d
+    carry->counts = carry_counts ? take_int64s(*carry_counts, "grad.counts")
+                                 : std::vector<std::int64_t>(carry->rows.size(), 0);
+  }
+  auto const batch_counts = self.batch_counts(batch);
+  SparseGradient g;
+  {
+    nb::gil_scoped_release release;
+    g = self.layer->backward_sparse(ids.ids, dy.data, carry ? &*carry : nullptr, batch ? batch_counts.data() : nullptr);
+  }
+  auto const n = g.size();
+  return nb::make_tuple(to_numpy(std::move(g.rows), {n}), to_numpy(std::move(g.values), {n, self.d()}),
+                        to_numpy(std::move(g.counts), {n}));
+}
+
+nb::object counts(PyLayer const& self, AnyArray const& ids_array) {
+  auto const ids = take_ids(ids_array, self.v());
+  std::vector<std::int64_t> out(static_cast<std::size_t>(self.v()));
+  {
+    nb::gil_scoped_release release;
+    self.layer->counts(ids.ids, out.data());
+  }
+  return to_numpy(std::move(out), {self.v()});
+}
+
+nb::object weight(PyLayer const& self) {
+  std::vector<float> out(static_cast<std::size_t>(self.v() * self.d()));
+  self.layer->weight(out.data());
+  return to_numpy(std::move(out), {self.v(), self.d()});
+}
+
+void set_weight(PyLayer& self, AnyArray const& w_array) {
+  auto const w = take_floats(w_array, "weight");
+  check_table_shape("weight", Shape(w.shape), self.v(), self.d());
+  nb::gil_scoped_release release;
+  self.layer->set_weight(w.data);
+}
+
+nb::dict settings(Config const& c) {
+  nb::dict s;
+  s["num_embeddings"] = c.num_embeddings;
+  s["embedding_dim"] = c.embedding_dim;
+  s["padding_idx"] = c.has_padding() ? nb::cast(c.padding_idx) : nb::none();
+  s["plan"] = std::string(to_string(c.plan));
+  s["mode"] = std::string(to_string(c.mode));
+  s["max_norm"] = c.renormalises() ? nb::cast(c.max_norm) : nb::none();
+  s["norm_type"] = c.norm_type;
+  s["scale_grad_by_freq"] = std::string(to_string(c.scale_grad_by_freq));
+  s["sparse"] = c.sparse;
+  return s;
+}
+
+void save(PyLayer const& self, std::string const& path, std::string const& created_by) {
+  std::vector<float> w(static_cast<std::size_t>(self.v() * self.d()));
+  self.layer->weight(w.data());
+  io::SaveOptions options;
+  options.created_by = created_by;
+  nb::gil_scoped_release release;
+  io::save_table(path, w.data(), self.layer->config(), options);
+}
+
+nb::tuple load(std::string const& path) {
+  io::TableFile file;
+  {
+    nb::gil_scoped_release release;
+    file = io::load_table(path);
+  }
+  auto const v = file.config.num_embeddings, d = file.config.embedding_dim;
+  return nb::make_tuple(to_numpy(std::move(file.weight), {v, d}), settings(file.config));
+}
+
+void translate_errors() {
+  // Most specific first: nanobind tries translators from the last registered.
+  nb::register_exception_translator([](std::exception_ptr const& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (io::FileError const& e) {
+      PyErr_SetString(PyExc_OSError, e.what());
+    } catch (io::IoFailure const& e) {
+      PyErr_SetString(PyExc_OSError, e.what());
+    } catch (IdOutOfRange const& e) {
+      PyErr_SetString(PyExc_IndexError, e.what());
+    } catch (Error const& e) {  // InvalidArgument, NonFinite, Unsupported
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
+}
+
+}  // namespace
+}  // namespace kembed::python
+
+NB_MODULE(_kembed, m) {
+  using namespace kembed::python;
+  m.doc() = "kembed's C++ layer (use the kembed package, not this module)";
+  translate_errors();
+  nb::class_<PyLayer>(m, "Layer")
+      .def(nb::new_(&make), "backend"_a, "num_embeddings"_a, "embedding_dim"_a, "weight"_a.none(), "borrowed"_a,
+           "padding_idx"_a.none(), "plan"_a, "mode"_a, "max_norm"_a.none(), "norm_type"_a, "scale_grad_by_freq"_a,
+           "sparse"_a)
+      .def("forward", &forward, "ids"_a, "out"_a.none() = nb::none())
+      .def("backward", &backward, "ids"_a, "dy"_a, "grad"_a.none() = nb::none(), "batch_counts"_a.none() = nb::none(),
+           "with_counts"_a = false, "out"_a.none() = nb::none())
+      .def("backward_sparse", &backward_sparse, "ids"_a, "dy"_a, "rows"_a.none() = nb::none(),
+           "values"_a.none() = nb::none(), "counts"_a.none() = nb::none(), "batch_counts"_a.none() = nb::none())
+      .def("counts", &counts, "ids"_a)
+      .def("weight", &weight)
+      .def("set_weight", &set_weight, "weight"_a)
+      .def("settings", [](PyLayer const& l) { return settings(l.layer->config()); })
+      .def("backend", [](PyLayer const& l) { return std::string(l.layer->backend()); })
+      .def("plan_for", [](PyLayer const& l, std::int64_t t) { return std::string(kembed::to_string(l.layer->plan_for(t))); })
+      .def("save", &save, "path"_a, "created_by"_a);
+  m.def("load", &load, "path"_a);
+  m.def(
+      "empty",
+      [](std::vector<std::int64_t> const& shape) {
+        if (shape.empty()) throw kembed::InvalidArgument("shape", "empty() wants at least one dimension");
+        std::int64_t rows = 1;
+        for (size_t i = 0; i + 1 < shape.size(); ++i) rows = kembed::checked_mul(rows, shape[i], "shape");
+        if (rows < 0 || shape.back() < 0) throw kembed::InvalidArgument("shape", "empty(): a negative dimension");
+        return to_numpy(new_host_floats(rows, shape.back()), shape);
+      },
+      "shape"_a);
+  m.def("set_num_threads", &set_num_threads, "threads"_a);
+  m.def("num_threads", &num_threads);
+  m.def("backends", &backends);
+  m.def("input_copies", &input_copies);
+  m.def("build_info", [] {
+    auto const b = kembed::build_info();
+    nb::dict d;
+    d["version"] = std::string(b.version);
+    d["fast_math"] = b.fast_math;
+    d["subnormals_kept"] = b.subnormals_kept;
+    d["additions_unfused"] = b.additions_unfused;
+    return d;
+  });
+}
