@@ -3,7 +3,8 @@
 # and 2 threads, then draws the plots and tables of docs/PERFORMANCE.md.
 #   scripts/bench.sh            the whole grid on the three (about 15 minutes on 2 cores)
 #   scripts/bench.sh --quick    a subset, OpenMP with 2 threads only (under a minute)
-# Both also run kembed-job-bench: the whole batch job against each of its stages alone.
+# Both also run kembed-job-bench: the whole batch job against each of its stages alone,
+# and bench/python_bench.py: the Python package against the C++ calls and torch.
 # Results: bench/results/*.csv (ceilings.csv: kembed-ceilings, the bare access
 # patterns), docs/images/perf-*.png, bench/results/summary.md.
 set -euo pipefail
@@ -40,6 +41,10 @@ else
   done
 fi
 venv=${KEMBED_CACHE:-$HOME/.cache/kembed}/venv
+"$here/scripts/setup.sh" python
+quick_flag=()
+[[ $quick == --quick ]] && quick_flag=(--quick)
+"$venv/bin/python" "$here/bench/python_bench.py" --kembed-bench "$bench" "${quick_flag[@]}" --out "$out/python.md"
 "$venv/bin/python" -c "import matplotlib" 2>/dev/null || "$venv/bin/pip" install -q matplotlib
 images=$here/docs/images
 [[ $quick == --quick ]] && images=$out
