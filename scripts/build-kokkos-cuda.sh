@@ -72,7 +72,8 @@ PROFILE
   touch "$cuda/.kembed-complete"
 fi
 
-if [[ ! -f $prefix/.kembed-complete || ! -x $prefix/bin/kembed-cxx ]]; then
+# Position-independent (.kembed-pic marks it): the Python module, a shared object, links it.
+if [[ ! -f $prefix/.kembed-complete || ! -f $prefix/.kembed-pic || ! -x $prefix/bin/kembed-cxx ]]; then
   src=$(kokkos_source)
   # The compiler for Kokkos and kembed alike: Kokkos' nvcc_wrapper, told which nvcc
   # and host compiler to use, so builds do not depend on the caller's environment.
@@ -87,11 +88,12 @@ WRAPPER
   build_kokkos "$prefix" "CUDA ($arch) and Serial (1-2 minutes on 2 cores)" \
     -DCMAKE_CXX_COMPILER="$cxx" -DBUILD_SHARED_LIBS=OFF \
     -DKokkos_ENABLE_SERIAL=ON -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON \
-    -DKokkos_ARCH_"$arch"=ON -DCUDAToolkit_ROOT="$cuda"
+    -DKokkos_ARCH_"$arch"=ON -DCUDAToolkit_ROOT="$cuda" -DCMAKE_POSITION_INDEPENDENT_CODE=ON
   mkdir -p "$prefix/bin"
   sed "s|$src/bin/nvcc_wrapper|$prefix/bin/nvcc_wrapper|" "$cxx" >"$prefix/bin/kembed-cxx"
   chmod +x "$prefix/bin/kembed-cxx"
   echo "$cuda" >"$prefix/cuda-root"  # for the programs' run path (libcudart)
   rm -f "$cxx"
+  touch "$prefix/.kembed-pic"
 fi
 echo "$prefix"

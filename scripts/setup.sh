@@ -80,10 +80,16 @@ fi
 if [[ $variants == fuzz ]]; then
   configure_and_build fuzz
 fi
+# A device build compiles the Python module too, where the venv has nanobind (setup.sh python).
+python_module=()
+if [[ $variants == cuda ]] && "$venv/bin/python" -c "import nanobind" 2>/dev/null; then
+  python_module=(-DKEMBED_ENABLE_PYTHON=ON -DPython_EXECUTABLE="$venv/bin/python")
+fi
 if [[ $variants == cuda ]]; then
   kokkos=$("$here/scripts/build-kokkos-cuda.sh")
+  ((${#python_module[@]})) || log "no nanobind in $venv: build/cuda leaves the Python module out (scripts/setup.sh python first)"
   configure_and_build cuda -DKokkos_ROOT="$kokkos" -DCMAKE_CXX_COMPILER="$kokkos/bin/kembed-cxx" \
-    -DCMAKE_BUILD_RPATH="$(cat "$kokkos/cuda-root")/lib64" -DKEMBED_PYTHON="$venv/bin/python"
+    -DCMAKE_BUILD_RPATH="$(cat "$kokkos/cuda-root")/lib64" -DKEMBED_PYTHON="$venv/bin/python" "${python_module[@]}"
 fi
 if [[ $variants == hip ]]; then
   kokkos=$("$here/scripts/build-kokkos-hip.sh")

@@ -9,6 +9,7 @@ bit-identical to one backward over their concatenation (docs/PYTHON.md).
 """
 from typing import List, Optional
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -18,12 +19,33 @@ from ._embedding import _layer
 _NONE = -1  # padding_idx: no padding row
 
 
+def _where(tensor, backend):
+    """The backend that runs on the tensor's device: a host one for CPU tensors, 'cuda' for
+    CUDA tensors in a CUDA build (kembed.torch computes where the tensors are)."""
+    kind = tensor.device.type
+    if kind == "cpu":
+        if backend not in ("default", "serial", "openmp"):
+            raise TypeError(f"kembed: backend {backend!r} is a device's, but the tensors are on the CPU")
+        return backend
+    if kind == "cuda" and "cuda" in _kembed.backends() and backend in ("default", "cuda"):
+        torch.cuda.current_stream(tensor.device).synchronize()  # kembed's kernels run on Kokkos' stream
+        return "cuda"
+    hosts = ", ".join(b for b in _kembed.backends() if b in ("serial", "openmp"))
+    if "cuda" in _kembed.backends():
+        raise TypeError(f"kembed: the tensors are on {tensor.device}, but backend {backend!r} runs elsewhere")
+    raise TypeError(f"kembed: {tensor.device} tensors are refused: this kembed module has host backends only "
+                    f"({hosts}); use CPU tensors")
+
+
+def _tensor(array):
+    """A result as a tensor, without a copy: numpy's on the host, DLPack's on a device."""
+    return torch.from_numpy(array) if isinstance(array, np.ndarray) else torch.from_dlpack(array)
+
+
 def _borrowed(weight, backend, padding_idx=_NONE, max_norm=None, norm_type=2.0, mode="identical", plan="auto"):
     """A kembed layer over the tensor's own memory (no copy): the Parameter is the table."""
     w = weight.detach()
-    if w.device.type != "cpu":
-        raise TypeError(f"kembed: weight is on {w.device}, but this kembed module has host backends only; "
-                        "use a CPU tensor")
+    backend = _where(w, backend)
     if w.dtype != torch.float32:
         raise TypeError(f"kembed: weight must be float32, got {w.dtype}")
     if not w.is_contiguous():
@@ -41,7 +63,7 @@ def _ids(ids):
 def embedding(weight: Tensor, ids: Tensor, padding_idx: int, scale_grad_by_freq: bool, mode: str, plan: str,
               backend: str) -> Tensor:
     """``weight[ids]`` by kembed's gather; its gradient is kembed's fold (the settings are the backward's)."""
-    return torch.from_numpy(_borrowed(weight, backend).forward(_ids(ids)))
+    return _tensor(_borrowed(weight, backend).forward(_ids(ids)))
 
 
 @embedding.register_fake
@@ -67,9 +89,9 @@ def embedding_backward(grad_output: Tensor, ids: Tensor, num_weights: int, paddi
     """The dense (num_weights, d) gradient; ``carry`` is continued (not modified)."""
     d = grad_output.shape[-1]
     layer = _layer(num_weights, d, None, False, None if padding_idx == _NONE else padding_idx, None, 2.0,
-                   scale_grad_by_freq, False, mode, plan, backend)
+                   scale_grad_by_freq, False, mode, plan, _where(grad_output, backend))
     g = layer.backward(_ids(ids), grad_output.detach(), None if carry is None else carry.detach(), None)
-    return torch.from_numpy(g)
+    return _tensor(g)
 
 
 @embedding_backward.register_fake
@@ -84,11 +106,12 @@ def embedding_backward_sparse(grad_output: Tensor, ids: Tensor, num_weights: int
     """The rows the ids (and the carry) hold, ascending, and their values."""
     d = grad_output.shape[-1]
     layer = _layer(num_weights, d, None, False, None if padding_idx == _NONE else padding_idx, None, 2.0,
-                   scale_grad_by_freq, True, mode, "auto", backend)
-    rows, values, _ = layer.backward_sparse(
-        _ids(ids), grad_output.detach(), None if carry_rows is None else carry_rows.detach(),
-        None if carry_values is None else carry_values.detach(), None, None)
-    return [torch.from_numpy(rows), torch.from_numpy(values)]
+                   scale_grad_by_freq, True, mode, "auto", _where(grad_output, backend))
+    rows, values, _ = layer.backward_sparse(  # on the host, whatever the layer's device
+        _ids(ids), grad_output.detach(), None if carry_rows is None else carry_rows.detach().cpu(),
+        None if carry_values is None else carry_values.detach().cpu(), None, None)
+    device = grad_output.device
+    return [torch.from_numpy(rows).to(device), torch.from_numpy(values).to(device)]
 
 
 @embedding_backward_sparse.register_fake
@@ -143,8 +166,8 @@ def _gradient(s, weight, grad_output, ids):
     if carry is not None and carry.dtype == torch.float32 and carry.is_contiguous():
         # In place: the fold continues in .grad itself, touching only the rows the ids hit.
         layer = _layer(s.num_weights, shape[1], None, False, None if s.padding_idx == _NONE else s.padding_idx,
-                       None, 2.0, s.scale_grad_by_freq, False, s.mode, s.plan, s.backend)
-        c = carry.detach().numpy()
+                       None, 2.0, s.scale_grad_by_freq, False, s.mode, s.plan, _where(carry, s.backend))
+        c = carry.detach()
         layer.backward(_ids(ids), grad_output.detach(), c, None, False, c)
         return carry
     return embedding_backward(grad_output, ids, s.num_weights, s.padding_idx, s.scale_grad_by_freq,
@@ -191,7 +214,8 @@ class Embedding(torch.nn.Module):
                  scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None,
                  *, mode="identical", plan="auto", backend="default", accumulate="add"):
         super().__init__()
-        if device is not None and torch.device(device).type != "cpu":
+        kind = torch.device(device).type if device is not None else "cpu"
+        if kind != "cpu" and not (kind == "cuda" and "cuda" in _kembed.backends()):
             raise TypeError(f"kembed: device {device} is not available: this kembed module has host backends only")
         if dtype is not None and dtype != torch.float32:
             raise TypeError(f"kembed: dtype must be torch.float32, got {dtype}")
@@ -210,7 +234,8 @@ class Embedding(torch.nn.Module):
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         self.mode, self.plan, self.backend, self.accumulate = mode, plan, backend, accumulate
         if _weight is None:
-            self.weight = torch.nn.Parameter(torch.empty((num_embeddings, embedding_dim)), requires_grad=not _freeze)
+            self.weight = torch.nn.Parameter(torch.empty((num_embeddings, embedding_dim), device=device),
+                                             requires_grad=not _freeze)
             self.reset_parameters()
         else:
             if tuple(_weight.shape) != (num_embeddings, embedding_dim):

@@ -25,18 +25,27 @@ std::string dtype_name(nb::dlpack::dtype t) {
   }
 }
 
-// A device array is refused by name: this module runs on host backends only.
-void require_host(AnyArray const& a, char const* name) {
-  int const type = a.device_type();
-  if (type == nb::device::cpu::value || type == nb::device::cuda_host::value) return;
-  std::string const where = type == nb::device::cuda::value       ? "cuda"
-                            : type == nb::device::rocm::value     ? "rocm"
-                            : type == nb::device::cuda_managed::value ? "cuda (managed)"
-                                                                  : "device type " + std::to_string(type);
-  throw nb::type_error(("kembed: " + std::string(name) + " is on " + where + ":" + std::to_string(a.device_id()) +
-                        ", but this kembed module has host backends only (" + "serial, openmp" +
-                        "); move it to the CPU first (tensor.cpu())")
-                           .c_str());
+bool on_cpu(AnyArray const& a) {
+  return a.device_type() == nb::device::cpu::value || a.device_type() == nb::device::cuda_host::value;
+}
+
+std::string device_name(int type) {
+  return type == nb::device::cuda::value           ? "cuda"
+         : type == nb::device::rocm::value         ? "rocm"
+         : type == nb::device::cuda_managed::value ? "cuda (managed)"
+                                                   : "device type " + std::to_string(type);
+}
+
+std::string host_backends() {
+  std::string names;
+  bool device = false;
+  for (auto const& n : backends()) {
+    if (n == "serial" || n == "openmp")
+      names += (names.empty() ? "" : ", ") + n;
+    else
+      device = true;
+  }
+  return device ? "" : names;  // empty: the build has a device backend
 }
 
 std::vector<std::int64_t> shape_of(AnyArray const& a) {
@@ -114,60 +123,128 @@ void require_integers(AnyArray const& a, char const* name) {
 
 }  // namespace
 
-IdsIn take_ids(AnyArray const& a, std::int64_t v) {
-  require_host(a, "ids");
+void require_place(AnyArray const& a, char const* name, Layer const* layer) {
+  if (on_cpu(a) || (layer && a.device_type() == layer->device_type())) return;
+  std::string const where = device_name(a.device_type()) + ":" + std::to_string(a.device_id());
+  std::string const host_only = host_backends();
+  std::string const why =
+      !host_only.empty() ? "this kembed module has host backends only (" + host_only + "); move it to the CPU first "
+                                                                                        "(tensor.cpu())"
+      : layer            ? std::string("this layer runs on ") + layer->backend() +
+                    "; make the layer on that device's backend, or move the array"
+                         : std::string("it must be a host array (numpy, tensor.cpu())");
+  throw nb::type_error(("kembed: " + std::string(name) + " is on " + where + ", but " + why).c_str());
+}
+
+namespace {
+
+bool is_int(nb::dlpack::dtype t, int bits) {
+  return t.code == static_cast<std::uint8_t>(Code::Int) && t.bits == bits && t.lanes == 1;
+}
+bool is_float32(nb::dlpack::dtype t) {
+  return t.code == static_cast<std::uint8_t>(Code::Float) && t.bits == 32 && t.lanes == 1;
+}
+
+// A device array must already be what the kernels read: nothing converts it there.
+void require_direct_on_device(AnyArray const& a, char const* name, bool ok) {
+  if (on_cpu(a) || ok) return;
+  throw nb::type_error(("kembed: " + std::string(name) + " on a device must be a C-order " +
+                        (is_float32(a.dtype()) || a.dtype().code == static_cast<std::uint8_t>(Code::Float)
+                             ? "float32"
+                             : "int32 or int64") +
+                        " array (got " + dtype_name(a.dtype()) + "); convert it on the device first")
+                           .c_str());
+}
+
+// Host bytes into the layer's memory, when the layer is on a device.
+Buffer upload_for(Layer const& layer, void const* host, std::size_t bytes) {
+  auto b = layer.new_buffer(bytes);
+  layer.upload(b.data, host, bytes);
+  ++copies;
+  return b;
+}
+
+}  // namespace
+
+IdsIn take_ids(AnyArray const& a, std::int64_t v, Layer const& layer) {
+  require_place(a, "ids", &layer);
   require_integers(a, "ids");
   IdsIn in;
   in.shape = shape_of(a);
   in.ids.size = static_cast<std::int64_t>(a.size());
   auto const t = a.dtype();
-  bool const direct = t.code == static_cast<std::uint8_t>(Code::Int) && (t.bits == 32 || t.bits == 64) && c_contiguous(a);
+  bool const direct = (is_int(t, 32) || is_int(t, 64)) && c_contiguous(a);
+  require_direct_on_device(a, "ids", direct);
   if (direct) {
     in.ids.data = a.data();
     in.ids.wide = t.bits == 64;
-    return in;
+  } else {
+    in.owned = widen(a, v, "ids");
+    ++copies;
+    in.ids.data = in.owned.data();
+    in.ids.wide = true;
   }
-  in.owned = widen(a, v, "ids");
-  ++copies;
-  in.ids.data = in.owned.data();
-  in.ids.wide = true;
+  if (on_cpu(a) && layer.device_type() != dlpack_cpu) {
+    in.uploaded = upload_for(layer, in.ids.data, std::size_t(in.ids.size) * (in.ids.wide ? 8 : 4));
+    in.ids.data = in.uploaded.data;
+  }
   return in;
 }
 
-FloatsIn take_floats(AnyArray const& a, char const* name) {
-  require_host(a, name);
+FloatsIn take_floats(AnyArray const& a, char const* name, Layer const* layer) {
+  require_place(a, name, layer);
   auto const t = a.dtype();
-  if (t.code != static_cast<std::uint8_t>(Code::Float) || t.bits != 32 || t.lanes != 1)
+  if (!is_float32(t))
     throw nb::type_error(("kembed: " + std::string(name) + " must be float32, got " + dtype_name(t) +
                           "; kembed never rounds silently: convert it first (x.astype(numpy.float32), "
                           "tensor.float())")
                              .c_str());
   FloatsIn in;
   in.shape = shape_of(a);
-  if (c_contiguous(a)) {
+  bool const direct = c_contiguous(a);
+  require_direct_on_device(a, name, direct);
+  if (direct) {
     in.data = static_cast<float const*>(a.data());
-    return in;
+  } else {
+    in.owned.resize(a.size());
+    visit<float>(a, [&](float x, std::int64_t p) { in.owned[p] = x; });
+    ++copies;
+    in.data = in.owned.data();
   }
-  in.owned.resize(a.size());
-  visit<float>(a, [&](float x, std::int64_t p) { in.owned[p] = x; });
-  ++copies;
-  in.data = in.owned.data();
+  if (layer && on_cpu(a) && layer->device_type() != dlpack_cpu) {
+    in.uploaded = upload_for(*layer, in.data, a.size() * sizeof(float));
+    in.data = static_cast<float const*>(in.uploaded.data);
+  }
   return in;
 }
 
+float* take_borrowed(AnyArray const& a, std::vector<std::int64_t>& shape) {
+  if (!is_float32(a.dtype()) || !c_contiguous(a))
+    throw nb::type_error("kembed: a borrowed table must be a writable C-order float32 array");
+  shape = shape_of(a);
+  return static_cast<float*>(const_cast<void*>(a.data()));
+}
+
 std::vector<std::int64_t> take_int64s(AnyArray const& a, char const* name) {
-  require_host(a, name);
+  require_place(a, name, nullptr);
   require_integers(a, name);
   if (a.ndim() != 1)
     throw InvalidArgument(name, std::string(name) + " must be 1-D, got " + std::to_string(a.ndim()) + " dimensions");
   return widen(a, std::numeric_limits<std::int64_t>::max(), name);
 }
 
-float* take_out(nb::ndarray<> const& a, std::vector<std::int64_t> const& shape, char const* name) {
+float* take_out(nb::ndarray<> const& a, std::vector<std::int64_t> const& shape, char const* name,
+               Layer const& layer) {
   AnyArray const view(a);
-  require_host(view, name);
+  bool const here = layer.device_type() == dlpack_cpu ? on_cpu(view) : view.device_type() == layer.device_type();
+  if (!here) {
+    require_place(view, name, &layer);  // a device array for a host layer
+    throw nb::type_error(("kembed: " + std::string(name) + " must be on the layer's device (" + layer.backend() +
+                          "): the result is written there")
+                             .c_str());
+  }
   auto const t = a.dtype();
-  if (t.code != static_cast<std::uint8_t>(Code::Float) || t.bits != 32 || t.lanes != 1)
+  if (!is_float32(t))
     throw nb::type_error(("kembed: " + std::string(name) + " must be float32, got " + dtype_name(t)).c_str());
   if (shape_of(view) != shape)
     throw InvalidArgument(name, std::string(name) + " has shape " + Shape(shape_of(view)).str() + ", want " +

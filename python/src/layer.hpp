@@ -5,6 +5,7 @@
 #include <kembed/core/options.hpp>
 #include <kembed/core/sparse.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -19,11 +20,26 @@ struct Ids {
   std::int64_t size = 0;
 };
 
+// A new buffer in some memory, not written; `owner` keeps it.
+struct Buffer {
+  void* data = nullptr;
+  std::shared_ptr<void> owner;
+};
+
+// DLPack's device types for where a layer's arrays live.
+inline constexpr int dlpack_cpu = 1, dlpack_cuda = 2;
+
 class Layer {
  public:
   virtual ~Layer() = default;
   virtual Config const& config() const = 0;
   virtual char const* backend() const = 0;
+  // The layer's memory: dlpack_cpu, or the device's (every pointer below is there,
+  // except weight() and set_weight(), which take host memory).
+  virtual int device_type() const = 0;
+  virtual Buffer new_buffer(std::size_t bytes) const = 0;                   // in the layer's memory
+  virtual void upload(void* to, void const* host, std::size_t bytes) const = 0;  // host -> layer's memory
+  virtual void download(void* host, void const* from, std::size_t bytes) const = 0;
   virtual Plan plan_for(std::int64_t positions) const = 0;
   // y: size x d. With max_norm this writes the table (the layer's, or the borrowed one).
   virtual void forward(Ids const& ids, float* y) const = 0;
@@ -37,25 +53,21 @@ class Layer {
   virtual void set_weight(float const* weight) = 0;                  // V x d; on error the old table stays
 };
 
-// The layer on one host execution space; layer_on.hpp defines it, and each backend's
-// translation unit instantiates it (layer_serial.cpp, layer_openmp.cpp).
+// The layer on one execution space; layer_on.hpp defines it, and each backend's
+// translation unit instantiates it (layer_serial.cpp, layer_openmp.cpp, layer_cuda.cpp).
 template <class Space>
 std::unique_ptr<Layer> make_layer_on(char const* name, std::int64_t v, std::int64_t d, float* weight, bool borrowed,
                                      Options const& options);
 
-// A layer on `backend` ("serial", "openmp"; "default": the build's default host space).
+// A layer on `backend` ("serial", "openmp", "cuda"; "default": the build's default host space).
 // Without `borrowed` it copies and checks `weight` (null: a layer for the backward only);
 // with, it works on the caller's table in place (kembed.torch's Parameter).
 std::unique_ptr<Layer> make_layer(std::string const& backend, std::int64_t v, std::int64_t d, float* weight,
                                   bool borrowed, Options const& options);
 
 // A new host float buffer, not written, with huge pages advised (as kembed's own
-// buffers: docs/PERFORMANCE.md); `owner` keeps it.
-struct HostFloats {
-  float* data = nullptr;
-  std::shared_ptr<void> owner;
-};
-HostFloats new_host_floats(std::int64_t rows, std::int64_t cols);
+// buffers: docs/PERFORMANCE.md).
+Buffer new_host_floats(std::int64_t rows, std::int64_t cols);
 
 // Kokkos starts on the first layer, with set_num_threads' count (or KEMBED_NUM_THREADS,
 // else the OpenMP runtime's); after that the count is fixed for the process.

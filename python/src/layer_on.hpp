@@ -1,21 +1,30 @@
 #pragma once
 // python::Layer on one execution space: the view overloads of kembed::Embedding on
-// unmanaged views of the caller's host arrays, so no call copies its inputs or outputs.
+// unmanaged views of the caller's arrays, so no call copies its inputs or outputs.
+// On a device the arrays are device memory (DLPack); counts and backward_sparse go
+// through the host overloads there (their ids and dy are copied to the host first).
 #include "layer.hpp"
 
+#include <kembed/detail/memory.hpp>
 #include <kembed/embedding.hpp>
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
 
 namespace kembed::python {
 
 template <class Space>
 class LayerOn final : public Layer {
-  static_assert(std::is_same<typename Space::memory_space, Kokkos::HostSpace>::value,
-                "kembed::python::LayerOn: host backends only (a device layer needs device arrays)");
+  using Memory = typename Space::memory_space;
+  static constexpr bool on_host = std::is_same<Memory, Kokkos::HostSpace>::value;
   using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
-  using Matrix = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Unmanaged>;
-  using ConstMatrix = Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Unmanaged>;
-  using Counts = Kokkos::View<std::int64_t*, Kokkos::HostSpace, Unmanaged>;
-  using ConstCounts = Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Unmanaged>;
+  using Matrix = Kokkos::View<float**, Kokkos::LayoutRight, Memory, Unmanaged>;
+  using ConstMatrix = Kokkos::View<float const**, Kokkos::LayoutRight, Memory, Unmanaged>;
+  using Counts = Kokkos::View<std::int64_t*, Memory, Unmanaged>;
+  using ConstCounts = Kokkos::View<std::int64_t const*, Memory, Unmanaged>;
+  using Bytes = Kokkos::View<char*, Memory, Unmanaged>;
+  using HostBytes = Kokkos::View<char*, Kokkos::HostSpace, Unmanaged>;
 
  public:
   LayerOn(char const* name, std::int64_t v, std::int64_t d, float* weight, bool borrowed, Options const& options)
@@ -23,10 +32,32 @@ class LayerOn final : public Layer {
 
   Config const& config() const override { return layer_.config(); }
   char const* backend() const override { return name_; }
+  int device_type() const override { return on_host ? dlpack_cpu : dlpack_cuda; }
   Plan plan_for(std::int64_t positions) const override { return layer_.plan_for(positions); }
+
+  Buffer new_buffer(std::size_t bytes) const override {
+    Kokkos::View<char*, Memory> b(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::python::buffer"),
+                                  bytes);
+    if constexpr (on_host) detail::advise_huge_pages(b.data(), bytes);
+    Buffer out;
+    out.data = b.data();
+    out.owner = std::make_shared<decltype(b)>(std::move(b));
+    return out;
+  }
+  void upload(void* to, void const* host, std::size_t bytes) const override {
+    Kokkos::deep_copy(space_, Bytes(static_cast<char*>(to), bytes),
+                      HostBytes(static_cast<char*>(const_cast<void*>(host)), bytes));
+    space_.fence();
+  }
+  void download(void* host, void const* from, std::size_t bytes) const override {
+    Kokkos::deep_copy(space_, HostBytes(static_cast<char*>(host), bytes),
+                      Bytes(static_cast<char*>(const_cast<void*>(from)), bytes));
+    space_.fence();
+  }
 
   void forward(Ids const& ids, float* y) const override {
     with_ids(ids, [&](auto const& view) { layer_.forward(space_, view, Matrix(y, ids.size, d())); });
+    space_.fence();
   }
   void backward(Ids const& ids, float const* dy, float const* carry, float* grad, std::int64_t* counts,
                 std::int64_t const* batch_counts) const override {
@@ -36,45 +67,78 @@ class LayerOn final : public Layer {
                       carry ? ConstMatrix(carry, v, d()) : ConstMatrix(), counts ? Counts(counts, v) : Counts(),
                       batch_counts ? ConstCounts(batch_counts, v) : ConstCounts());
     });
+    space_.fence();
   }
   SparseGradient backward_sparse(Ids const& ids, float const* dy, SparseGradient const* carry,
                                  std::int64_t const* batch_counts) const override {
-    FloatsRef const g(dy, Shape{ids.size, d()});
-    return ids.wide ? layer_.backward_sparse(IdsRef(static_cast<std::int64_t const*>(ids.data), Shape{ids.size}), g,
-                                             carry, batch_counts)
-                    : layer_.backward_sparse(IdsRef(static_cast<std::int32_t const*>(ids.data), Shape{ids.size}), g,
-                                             carry, batch_counts);
+    HostCopy const h(*this, ids, dy, batch_counts, layer_.num_embeddings(), d());
+    FloatsRef const g(h.dy, Shape{ids.size, d()});
+    return h.wide ? layer_.backward_sparse(IdsRef(h.ids64, Shape{ids.size}), g, carry, h.batch_counts)
+                  : layer_.backward_sparse(IdsRef(h.ids32, Shape{ids.size}), g, carry, h.batch_counts);
   }
   void counts(Ids const& ids, std::int64_t* out) const override {
-    auto const c = ids.wide ? layer_.counts(IdsRef(static_cast<std::int64_t const*>(ids.data), Shape{ids.size}))
-                            : layer_.counts(IdsRef(static_cast<std::int32_t const*>(ids.data), Shape{ids.size}));
-    std::copy(c.begin(), c.end(), out);
+    HostCopy const h(*this, ids, nullptr, nullptr, layer_.num_embeddings(), d());
+    auto const c = h.wide ? layer_.counts(IdsRef(h.ids64, Shape{ids.size}))
+                          : layer_.counts(IdsRef(h.ids32, Shape{ids.size}));
+    if constexpr (on_host)
+      std::copy(c.begin(), c.end(), out);
+    else
+      upload(out, c.data(), c.size() * sizeof(std::int64_t));
   }
   void weight(float* out) const override {
-    Kokkos::deep_copy(space_, Matrix(out, layer_.num_embeddings(), d()), layer_.weight());
+    Kokkos::deep_copy(space_, Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Unmanaged>(
+                                  out, layer_.num_embeddings(), d()),
+                      layer_.weight());
     space_.fence();
   }
-  void set_weight(float const* w) override {
-    layer_.set_weight(FloatsRef(w, Shape{layer_.num_embeddings(), d()}));
-  }
+  void set_weight(float const* w) override { layer_.set_weight(FloatsRef(w, Shape{layer_.num_embeddings(), d()})); }
 
  private:
   std::int64_t d() const { return layer_.embedding_dim(); }
 
+  // The host overloads' inputs: the caller's arrays on the host, copies of them from a device.
+  struct HostCopy {
+    bool wide = true;
+    std::int64_t const* ids64 = nullptr;
+    std::int32_t const* ids32 = nullptr;
+    float const* dy = nullptr;
+    std::int64_t const* batch_counts = nullptr;
+    std::vector<char> ids_bytes, dy_bytes, batch_bytes;
+
+    HostCopy(LayerOn const& l, Ids const& ids, float const* dy_in, std::int64_t const* batch, std::int64_t v,
+             std::int64_t d)
+        : wide(ids.wide) {
+      void const* i = ids.data;
+      dy = dy_in;
+      batch_counts = batch;
+      if constexpr (!on_host) {
+        i = fetch(l, ids_bytes, ids.data, std::size_t(ids.size) * (ids.wide ? 8 : 4));
+        if (dy_in) dy = static_cast<float const*>(fetch(l, dy_bytes, dy_in, std::size_t(ids.size * d) * 4));
+        if (batch)
+          batch_counts = static_cast<std::int64_t const*>(fetch(l, batch_bytes, batch, std::size_t(v) * 8));
+      }
+      ids64 = static_cast<std::int64_t const*>(i);
+      ids32 = static_cast<std::int32_t const*>(i);
+    }
+    static void const* fetch(LayerOn const& l, std::vector<char>& to, void const* from, std::size_t bytes) {
+      to.resize(bytes);
+      l.download(to.data(), from, bytes);
+      return to.data();
+    }
+  };
+
   static Embedding<Space> make(std::int64_t v, std::int64_t d, float* weight, bool borrowed, Options const& options) {
     if (borrowed) return Embedding<Space>::over(Space(), Matrix(weight, v, d), options);
     if (!weight) return Embedding<Space>::backward_only(Space(), v, d, options);
-    return Embedding<Space>(Space(), v, d, FloatsRef(weight, Shape{v, d}), options);
+    return Embedding<Space>(Space(), v, d, FloatsRef(weight, Shape{v, d}), options);  // a host table, copied
   }
 
   template <class F>
   void with_ids(Ids const& ids, F&& f) const {
     if (ids.wide)
-      f(Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Unmanaged>(static_cast<std::int64_t const*>(ids.data),
-                                                                        ids.size));
+      f(Kokkos::View<std::int64_t const*, Memory, Unmanaged>(static_cast<std::int64_t const*>(ids.data), ids.size));
     else
-      f(Kokkos::View<std::int32_t const*, Kokkos::HostSpace, Unmanaged>(static_cast<std::int32_t const*>(ids.data),
-                                                                        ids.size));
+      f(Kokkos::View<std::int32_t const*, Memory, Unmanaged>(static_cast<std::int32_t const*>(ids.data), ids.size));
   }
 
   char const* name_;

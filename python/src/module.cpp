@@ -43,18 +43,29 @@ struct PyLayer {
 
   std::int64_t v() const { return layer->config().num_embeddings; }
   std::int64_t d() const { return layer->config().embedding_dim; }
+  int device() const { return layer->device_type(); }
   FloatsIn dy_for(AnyArray const& dy, IdsIn const& ids) const {
-    auto in = take_floats(dy, "dy");
+    auto in = take_floats(dy, "dy", layer.get());
     check_dy_shape(Shape(ids.shape), Shape(in.shape), d());
     return in;
   }
-  std::vector<std::int64_t> batch_counts(std::optional<AnyArray> const& a) const {
-    if (!a) return {};
-    auto c = take_int64s(*a, "batch_counts");
-    if (static_cast<std::int64_t>(c.size()) != v())
-      throw InvalidArgument("batch_counts", "batch_counts has " + std::to_string(c.size()) + " entries, want " +
+  // A new result buffer in the layer's memory (huge pages advised on the host).
+  Buffer fresh(std::int64_t rows, std::int64_t cols, std::size_t item = sizeof(float)) const {
+    if (device() == dlpack_cpu && item == sizeof(float)) return new_host_floats(rows, cols);
+    return layer->new_buffer(std::size_t(checked_mul(rows, cols, "result")) * item);
+  }
+  // batch_counts (V entries) in the layer's memory; `keep` holds them for the call.
+  std::int64_t const* batch_counts(std::optional<AnyArray> const& a, std::vector<std::int64_t>& host,
+                                   Buffer& keep) const {
+    if (!a) return nullptr;
+    host = take_int64s(*a, "batch_counts");
+    if (static_cast<std::int64_t>(host.size()) != v())
+      throw InvalidArgument("batch_counts", "batch_counts has " + std::to_string(host.size()) + " entries, want " +
                                                 std::to_string(v()) + " (num_embeddings)");
-    return c;
+    if (device() == dlpack_cpu) return host.data();
+    keep = layer->new_buffer(host.size() * sizeof(std::int64_t));
+    layer->upload(keep.data, host.data(), host.size() * sizeof(std::int64_t));
+    return static_cast<std::int64_t const*>(keep.data);
   }
 };
 
@@ -67,62 +78,74 @@ PyLayer make(std::string const& backend, std::int64_t v, std::int64_t d, std::op
     out.layer = make_layer(backend, v, d, nullptr, false, options);
     return out;
   }
-  auto w = take_floats(*weight, "weight");
-  check_table_shape("weight", Shape(w.shape), v, d);
-  if (borrowed && !w.owned.empty())
-    throw nb::type_error("kembed: a borrowed table must be a writable C-order float32 array");
-  nb::gil_scoped_release release;
-  out.layer = make_layer(backend, v, d, const_cast<float*>(w.data), borrowed, options);
-  if (borrowed) {
-    nb::gil_scoped_acquire acquire;
+  if (borrowed) {  // kembed.torch's Parameter, on the host or the backend's device
+    std::vector<std::int64_t> shape;
+    float* table = take_borrowed(*weight, shape);
+    check_table_shape("weight", Shape(shape), v, d);
+    {
+      nb::gil_scoped_release release;
+      out.layer = make_layer(backend, v, d, table, true, options);
+    }
+    require_place(*weight, "weight", out.layer.get());
+    bool const host_table = weight->device_type() == nb::device::cpu::value;
+    if (host_table != (out.device() == dlpack_cpu))
+      throw nb::type_error(("kembed: the table is on the host but backend " + backend + " runs on a device").c_str());
     out.keep = nb::cast(*weight);
+    return out;
   }
+  auto const w = take_floats(*weight, "weight");  // a host table, copied by the layer
+  check_table_shape("weight", Shape(w.shape), v, d);
+  nb::gil_scoped_release release;
+  out.layer = make_layer(backend, v, d, const_cast<float*>(w.data), false, options);
   return out;
 }
 
 nb::object forward(PyLayer const& self, AnyArray const& ids_array, std::optional<nb::ndarray<>> const& out) {
-  auto const ids = take_ids(ids_array, self.v());
+  auto const ids = take_ids(ids_array, self.v(), *self.layer);
   auto shape = ids.shape;
   shape.push_back(self.d());
   check_ids_shape(Shape(ids.shape));
-  HostFloats fresh;
-  float* y = out ? take_out(*out, shape, "out") : (fresh = new_host_floats(ids.ids.size, self.d())).data;
+  Buffer fresh;
+  float* y = out ? take_out(*out, shape, "out", *self.layer)
+                 : static_cast<float*>((fresh = self.fresh(ids.ids.size, self.d())).data);
   {
     nb::gil_scoped_release release;
     self.layer->forward(ids.ids, y);
   }
-  return out ? nb::cast(*out) : to_numpy(std::move(fresh), shape);
+  return out ? nb::cast(*out) : to_array<float>(std::move(fresh), shape, self.device());
 }
 
 nb::object backward(PyLayer const& self, AnyArray const& ids_array, AnyArray const& dy_array,
                     std::optional<AnyArray> const& carry_array, std::optional<AnyArray> const& batch,
                     bool with_counts, std::optional<nb::ndarray<>> const& out) {
-  auto const ids = take_ids(ids_array, self.v());
+  auto const ids = take_ids(ids_array, self.v(), *self.layer);
   auto const dy = self.dy_for(dy_array, ids);
   FloatsIn carry;
   if (carry_array) {
-    carry = take_floats(*carry_array, "grad");
+    carry = take_floats(*carry_array, "grad", self.layer.get());
     check_table_shape("grad", Shape(carry.shape), self.v(), self.d());
   }
-  auto const batch_counts = self.batch_counts(batch);
+  std::vector<std::int64_t> batch_host;
+  Buffer batch_keep;
+  auto const* batch_counts = self.batch_counts(batch, batch_host, batch_keep);
   // out= may be the carry itself: the fold then continues in place (only the rows hit are written).
-  HostFloats fresh;
-  float* grad = out ? take_out(*out, {self.v(), self.d()}, "out") : (fresh = new_host_floats(self.v(), self.d())).data;
-  std::vector<std::int64_t> counts(with_counts ? static_cast<std::size_t>(self.v()) : 0);
+  Buffer fresh, counts;
+  float* grad = out ? take_out(*out, {self.v(), self.d()}, "out", *self.layer)
+                    : static_cast<float*>((fresh = self.fresh(self.v(), self.d())).data);
+  if (with_counts) counts = self.fresh(self.v(), 1, sizeof(std::int64_t));
   {
     nb::gil_scoped_release release;
-    self.layer->backward(ids.ids, dy.data, carry.data, grad, with_counts ? counts.data() : nullptr,
-                         batch ? batch_counts.data() : nullptr);
+    self.layer->backward(ids.ids, dy.data, carry.data, grad, static_cast<std::int64_t*>(counts.data), batch_counts);
   }
-  auto g = out ? nb::cast(*out) : to_numpy(std::move(fresh), {self.v(), self.d()});
+  auto g = out ? nb::cast(*out) : to_array<float>(std::move(fresh), {self.v(), self.d()}, self.device());
   if (!with_counts) return g;
-  return nb::make_tuple(g, to_numpy(std::move(counts), {self.v()}));
+  return nb::make_tuple(g, to_array<std::int64_t>(std::move(counts), {self.v()}, self.device()));
 }
 
 nb::object backward_sparse(PyLayer const& self, AnyArray const& ids_array, AnyArray const& dy_array,
                            std::optional<AnyArray> const& carry_rows, std::optional<AnyArray> const& carry_values,
                            std::optional<AnyArray> const& carry_counts, std::optional<AnyArray> const& batch) {
-  auto const ids = take_ids(ids_array, self.v());
+  auto const ids = take_ids(ids_array, self.v(), *self.layer);
   auto const dy = self.dy_for(dy_array, ids);
   std::optional<SparseGradient> carry;
   if (carry_rows || carry_values) {
@@ -132,16 +155,18 @@ nb::object backward_sparse(PyLayer const& self, AnyArray const& ids_array, AnyAr
     carry->num_embeddings = self.v();
     carry->embedding_dim = self.d();
     carry->rows = take_int64s(*carry_rows, "grad.rows");
-    auto values = take_floats(*carry_values, "grad.values");
+    auto values = take_floats(*carry_values, "grad.values");  // on the host, as the result
     carry->values.assign(values.data, values.data + carry_values->size());  // checked against rows x d
     carry->counts = carry_counts ? take_int64s(*carry_counts, "grad.counts")
                                  : std::vector<std::int64_t>(carry->rows.size(), 0);
   }
-  auto const batch_counts = self.batch_counts(batch);
+  std::vector<std::int64_t> batch_host;
+  Buffer batch_keep;
+  auto const* batch_counts = self.batch_counts(batch, batch_host, batch_keep);
   SparseGradient g;
   {
     nb::gil_scoped_release release;
-    g = self.layer->backward_sparse(ids.ids, dy.data, carry ? &*carry : nullptr, batch ? batch_counts.data() : nullptr);
+    g = self.layer->backward_sparse(ids.ids, dy.data, carry ? &*carry : nullptr, batch_counts);
   }
   auto const n = g.size();
   return nb::make_tuple(to_numpy(std::move(g.rows), {n}), to_numpy(std::move(g.values), {n, self.d()}),
@@ -149,13 +174,13 @@ nb::object backward_sparse(PyLayer const& self, AnyArray const& ids_array, AnyAr
 }
 
 nb::object counts(PyLayer const& self, AnyArray const& ids_array) {
-  auto const ids = take_ids(ids_array, self.v());
-  std::vector<std::int64_t> out(static_cast<std::size_t>(self.v()));
+  auto const ids = take_ids(ids_array, self.v(), *self.layer);
+  auto out = self.fresh(self.v(), 1, sizeof(std::int64_t));
   {
     nb::gil_scoped_release release;
-    self.layer->counts(ids.ids, out.data());
+    self.layer->counts(ids.ids, static_cast<std::int64_t*>(out.data));
   }
-  return to_numpy(std::move(out), {self.v()});
+  return to_array<std::int64_t>(std::move(out), {self.v()}, self.device());
 }
 
 nb::object weight(PyLayer const& self) {
@@ -252,7 +277,7 @@ NB_MODULE(_kembed, m) {
         std::int64_t rows = 1;
         for (size_t i = 0; i + 1 < shape.size(); ++i) rows = kembed::checked_mul(rows, shape[i], "shape");
         if (rows < 0 || shape.back() < 0) throw kembed::InvalidArgument("shape", "empty(): a negative dimension");
-        return to_numpy(new_host_floats(rows, shape.back()), shape);
+        return to_array<float>(new_host_floats(rows, shape.back()), shape, dlpack_cpu);
       },
       "shape"_a);
   m.def("set_num_threads", &set_num_threads, "threads"_a);

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 
@@ -31,15 +32,21 @@ void start_locked() {
   if (Kokkos::is_initialized()) return;
   int const threads = wanted_threads ? wanted_threads : threads_from_environment();
   setenv("KOKKOS_DISABLE_WARNINGS", "1", 0);  // Kokkos prints on stdout, the user's channel
+  try {
 #if KOKKOS_VERSION >= 40000
-  Kokkos::InitializationSettings settings;
-  if (threads) settings.set_num_threads(threads);
-  Kokkos::initialize(settings);
+    Kokkos::InitializationSettings settings;
+    if (threads) settings.set_num_threads(threads);
+    Kokkos::initialize(settings);
 #else
-  Kokkos::InitArguments arguments;
-  if (threads) arguments.num_threads = threads;
-  Kokkos::initialize(arguments);
+    Kokkos::InitArguments arguments;
+    if (threads) arguments.num_threads = threads;
+    Kokkos::initialize(arguments);
 #endif
+  } catch (std::exception const& e) {  // a CUDA build's module on a machine without a GPU or driver
+    throw std::runtime_error(std::string("kembed: Kokkos could not start (") + e.what() +
+                             "); this module was built with " + Kokkos::DefaultExecutionSpace::name() +
+                             ", which needs its device: build the host-only module (pip install .) to run without one");
+  }
   // Kokkos is not finalized at exit: layers Python frees later would outlive it.
 }
 
@@ -69,10 +76,10 @@ void set_num_threads(int threads) {
   wanted_threads = threads;
 }
 
-HostFloats new_host_floats(std::int64_t rows, std::int64_t cols) {
+Buffer new_host_floats(std::int64_t rows, std::int64_t cols) {
   start_kokkos();
   auto m = detail::uninitialized_matrix(Kokkos::DefaultHostExecutionSpace(), "kembed::python::output", rows, cols);
-  HostFloats out;
+  Buffer out;
   out.data = m.data();
   out.owner = std::make_shared<decltype(m)>(std::move(m));
   return out;
@@ -81,7 +88,7 @@ HostFloats new_host_floats(std::int64_t rows, std::int64_t cols) {
 std::vector<std::string> backends() {
   std::vector<std::string> names;
   for (auto const& n : backend_names())
-    if (n == "serial" || n == "openmp") names.push_back(n);
+    if (n != "default" && n != "hip") names.push_back(n);
   return names;
 }
 
@@ -98,8 +105,10 @@ std::unique_ptr<Layer> make_layer(std::string const& backend, std::int64_t v, st
 #if defined(KOKKOS_ENABLE_SERIAL)
   if (name == "serial") return make_layer_on<Kokkos::Serial>("serial", v, d, weight, borrowed, options);
 #endif
-  throw InvalidArgument("backend", "backend '" + backend + "' runs on a device; the Python module has host " +
-                                       "backends only in this release (docs/PYTHON.md, Devices)");
+#if defined(KOKKOS_ENABLE_CUDA)
+  if (name == "cuda") return make_layer_on<Kokkos::Cuda>("cuda", v, d, weight, borrowed, options);
+#endif
+  throw InvalidArgument("backend", "backend '" + backend + "' has no Python layer in this build (docs/PYTHON.md, Devices)");
 }
 
 }  // namespace kembed::python
