@@ -97,8 +97,13 @@ std::unique_ptr<Layer> make_layer(std::string const& backend, std::int64_t v, st
   check_backend(backend);
   start_kokkos();
   std::string name = backend;
-  if (name == "default")  // the default host space: a device build's default is a device
-    name = std::is_same<Kokkos::DefaultHostExecutionSpace, Kokkos::Serial>::value ? "serial" : "openmp";
+  if (name == "default") {  // the default host space: a device build's default is a device
+#if defined(KOKKOS_ENABLE_OPENMP)
+    name = std::is_same<Kokkos::DefaultHostExecutionSpace, Kokkos::OpenMP>::value ? "openmp" : "serial";
+#else
+    name = "serial";  // a Kokkos may have OpenMP without Serial (Debian's Kokkos 5 package)
+#endif
+  }
 #if defined(KOKKOS_ENABLE_OPENMP)
   if (name == "openmp") return make_layer_on<Kokkos::OpenMP>("openmp", v, d, weight, borrowed, options);
 #endif
