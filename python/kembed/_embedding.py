@@ -4,6 +4,7 @@ import numbers
 from . import _kembed
 
 _MODES = ("identical", "deterministic", "fast")
+_BACKENDS = tuple(_kembed.backends())  # fixed by the build: asked once, not on every call
 _PLANS = ("auto", "scan", "sort", "bucket")
 
 
@@ -53,7 +54,7 @@ def _layer(num_embeddings, embedding_dim, weight, borrowed, padding_idx, max_nor
         raise TypeError(f"kembed: sparse must be a bool, got {type(sparse).__name__}")
     _check_str("mode", mode, _MODES)
     _check_str("plan", plan, _PLANS)
-    _check_str("backend", backend, ["default"] + _kembed.backends())
+    _check_str("backend", backend, ("default",) + _BACKENDS)
     return _kembed.Layer(backend, int(num_embeddings), int(embedding_dim), weight, borrowed,
                          None if padding_idx is None else int(padding_idx), plan, mode,
                          None if max_norm is None else float(max_norm), float(norm_type),
@@ -156,7 +157,7 @@ class Embedding:
         reproduce the whole batch's gradient bit for bit. ``out`` (C-order float32, (V, d))
         receives the result; ``out=grad`` continues the carry in place, touching only the
         rows the ids hit. ``batch_counts`` (V entries) is for scale_grad_by_freq='batch'."""
-        return self._layer.backward(ids, dy, grad, batch_counts, False, out)
+        return self._layer.backward(ids, dy, grad, batch_counts, out)
 
     def backward_sparse(self, ids, dy, grad=None, *, batch_counts=None):
         """The gradient as a SparseGradient: the rows the ids (and a carried ``grad``, a

@@ -13,8 +13,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from . import _kembed
-from ._embedding import _layer
+from ._embedding import _BACKENDS, _layer
 
 _NONE = -1  # padding_idx: no padding row
 
@@ -27,11 +26,11 @@ def _where(tensor, backend):
         if backend not in ("default", "serial", "openmp"):
             raise TypeError(f"kembed: backend {backend!r} is a device's, but the tensors are on the CPU")
         return backend
-    if kind == "cuda" and "cuda" in _kembed.backends() and backend in ("default", "cuda"):
+    if kind == "cuda" and "cuda" in _BACKENDS and backend in ("default", "cuda"):
         torch.cuda.current_stream(tensor.device).synchronize()  # kembed's kernels run on Kokkos' stream
         return "cuda"
-    hosts = ", ".join(b for b in _kembed.backends() if b in ("serial", "openmp"))
-    if "cuda" in _kembed.backends():
+    hosts = ", ".join(b for b in _BACKENDS if b in ("serial", "openmp"))
+    if "cuda" in _BACKENDS:
         raise TypeError(f"kembed: the tensors are on {tensor.device}, but backend {backend!r} runs elsewhere")
     raise TypeError(f"kembed: {tensor.device} tensors are refused: this kembed module has host backends only "
                     f"({hosts}); use CPU tensors")
@@ -90,7 +89,7 @@ def embedding_backward(grad_output: Tensor, ids: Tensor, num_weights: int, paddi
     d = grad_output.shape[-1]
     layer = _layer(num_weights, d, None, False, None if padding_idx == _NONE else padding_idx, None, 2.0,
                    scale_grad_by_freq, False, mode, plan, _where(grad_output, backend))
-    g = layer.backward(_ids(ids), grad_output.detach(), None if carry is None else carry.detach(), None)
+    g = layer.backward(_ids(ids), grad_output.detach(), None if carry is None else carry.detach(), None, None)
     return _tensor(g)
 
 
@@ -168,7 +167,7 @@ def _gradient(s, weight, grad_output, ids):
         layer = _layer(s.num_weights, shape[1], None, False, None if s.padding_idx == _NONE else s.padding_idx,
                        None, 2.0, s.scale_grad_by_freq, False, s.mode, s.plan, _where(carry, s.backend))
         c = carry.detach()
-        layer.backward(_ids(ids), grad_output.detach(), c, None, False, c)
+        layer.backward(_ids(ids), grad_output.detach(), c, None, c)
         return carry
     return embedding_backward(grad_output, ids, s.num_weights, s.padding_idx, s.scale_grad_by_freq,
                               s.mode, s.plan, s.backend, carry)
@@ -215,7 +214,7 @@ class Embedding(torch.nn.Module):
                  *, mode="identical", plan="auto", backend="default", accumulate="add"):
         super().__init__()
         kind = torch.device(device).type if device is not None else "cpu"
-        if kind != "cpu" and not (kind == "cuda" and "cuda" in _kembed.backends()):
+        if kind != "cpu" and not (kind == "cuda" and "cuda" in _BACKENDS):
             raise TypeError(f"kembed: device {device} is not available: this kembed module has host backends only")
         if dtype is not None and dtype != torch.float32:
             raise TypeError(f"kembed: dtype must be torch.float32, got {dtype}")

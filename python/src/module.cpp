@@ -51,7 +51,6 @@ struct PyLayer {
   }
   // A new result buffer in the layer's memory (huge pages advised on the host).
   Buffer fresh(std::int64_t rows, std::int64_t cols, std::size_t item = sizeof(float)) const {
-    if (device() == dlpack_cpu && item == sizeof(float)) return new_host_floats(rows, cols);
     return layer->new_buffer(std::size_t(checked_mul(rows, cols, "result")) * item);
   }
   // batch_counts (V entries) in the layer's memory; `keep` holds them for the call.
@@ -117,7 +116,7 @@ nb::object forward(PyLayer const& self, AnyArray const& ids_array, std::optional
 
 nb::object backward(PyLayer const& self, AnyArray const& ids_array, AnyArray const& dy_array,
                     std::optional<AnyArray> const& carry_array, std::optional<AnyArray> const& batch,
-                    bool with_counts, std::optional<nb::ndarray<>> const& out) {
+                    std::optional<nb::ndarray<>> const& out) {
   auto const ids = take_ids(ids_array, self.v(), *self.layer);
   auto const dy = self.dy_for(dy_array, ids);
   FloatsIn carry;
@@ -129,17 +128,14 @@ nb::object backward(PyLayer const& self, AnyArray const& ids_array, AnyArray con
   Buffer batch_keep;
   auto const* batch_counts = self.batch_counts(batch, batch_host, batch_keep);
   // out= may be the carry itself: the fold then continues in place (only the rows hit are written).
-  Buffer fresh, counts;
+  Buffer fresh;
   float* grad = out ? take_out(*out, {self.v(), self.d()}, "out", *self.layer)
                     : static_cast<float*>((fresh = self.fresh(self.v(), self.d())).data);
-  if (with_counts) counts = self.fresh(self.v(), 1, sizeof(std::int64_t));
   {
     nb::gil_scoped_release release;
-    self.layer->backward(ids.ids, dy.data, carry.data, grad, static_cast<std::int64_t*>(counts.data), batch_counts);
+    self.layer->backward(ids.ids, dy.data, carry.data, grad, nullptr, batch_counts);
   }
-  auto g = out ? nb::cast(*out) : to_array<float>(std::move(fresh), {self.v(), self.d()}, self.device());
-  if (!with_counts) return g;
-  return nb::make_tuple(g, to_array<std::int64_t>(std::move(counts), {self.v()}, self.device()));
+  return out ? nb::cast(*out) : to_array<float>(std::move(fresh), {self.v(), self.d()}, self.device());
 }
 
 nb::object backward_sparse(PyLayer const& self, AnyArray const& ids_array, AnyArray const& dy_array,
@@ -259,7 +255,7 @@ NB_MODULE(_kembed, m) {
            "sparse"_a)
       .def("forward", &forward, "ids"_a, "out"_a.none() = nb::none())
       .def("backward", &backward, "ids"_a, "dy"_a, "grad"_a.none() = nb::none(), "batch_counts"_a.none() = nb::none(),
-           "with_counts"_a = false, "out"_a.none() = nb::none())
+           "out"_a.none() = nb::none())
       .def("backward_sparse", &backward_sparse, "ids"_a, "dy"_a, "rows"_a.none() = nb::none(),
            "values"_a.none() = nb::none(), "counts"_a.none() = nb::none(), "batch_counts"_a.none() = nb::none())
       .def("counts", &counts, "ids"_a)
