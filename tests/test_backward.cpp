@@ -17,6 +17,8 @@ using test::Batch;
 using test::IdsHolder;
 using test::same_bits;
 using test::same_values;
+using HostMatrix = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+using ConstHostMatrix = Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
 
 }  // namespace
 // Short names in test listings.
@@ -126,8 +128,6 @@ TEST_P(Catalogue, EveryElementIsWrittenWhateverGradHeld) {
   auto const ids = Kokkos::create_mirror_view_and_copy(
       Layer::memory_space(),
       Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(b.ids.data(), b.ids.size()));
-  using HostMatrix = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
-  using ConstHostMatrix = Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
   auto const dy = Kokkos::create_mirror_view_and_copy(Layer::memory_space(),
                                                       ConstHostMatrix(b.dy.data(), b.positions(), b.dim));
   auto const carry = Kokkos::create_mirror_view_and_copy(Layer::memory_space(),
@@ -346,6 +346,175 @@ TEST_P(Carry, InPlaceContinuesPastAnOverflowAndTouchesOnlyItsRows) {
 INSTANTIATE_TEST_SUITE_P(Plans, Carry, ::testing::ValuesIn(all_plans), [](::testing::TestParamInfo<Plan> const& info) {
   return std::string(info.param == Plan::automatic ? "auto" : to_string(info.param));
 });
+
+// Small calls continuing a gradient in place on a table far larger than the call
+// (the listed-rows path, on the calling thread below caller_positions): every mode
+// and scaling, chained call by call against the oracle, -0.0 kept in untouched rows.
+struct SmallCallCase {
+  Mode mode;
+  FreqScale scale;
+  std::int64_t call;
+};
+class SmallCalls : public ::testing::TestWithParam<SmallCallCase> {};
+
+// Copies in the layer's memory (create_mirror_view_and_copy would alias host memory).
+Layer::matrix_type copy_of(float const* data, std::int64_t rows, std::int64_t cols) {
+  Layer::matrix_type m("m", rows, cols);
+  Kokkos::deep_copy(m, ConstHostMatrix(data, rows, cols));
+  return m;
+}
+Layer::ids64_type copy_of(std::int64_t const* ids, std::int64_t n) {
+  Kokkos::View<std::int64_t*, Layer::memory_space> m("ids", n);
+  Kokkos::deep_copy(m, Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(ids, n));
+  return m;
+}
+
+TEST_P(SmallCalls, InPlaceCallsEqualTheOracleCallByCall) {
+  auto const [mode, scale, call] = GetParam();
+  std::int64_t const v = 40000, d = 5, t = 3 * call + 11;
+  auto const ids = synthetic::zipf_ids(v, t, 1.05, 41);
+  auto const dy = synthetic::uniform_floats(t * d, 42);
+  auto want = synthetic::uniform_floats(v * d, 43);
+  for (std::int64_t r = 7; r < v; r += 97) want[r * d + 1] = -0.0f;  // a sign no rewrite would keep
+  Options options;
+  options.mode = mode;
+  options.scale_grad_by_freq = scale;
+  options.padding_idx = 3;
+  auto const config = make_config(v, d, options);
+  auto const batch = reference::counts(v, IdsRef(ids));
+  std::int64_t const* const batch_h = scale == FreqScale::batch ? batch.data() : nullptr;
+  auto const layer = Layer::backward_only(TEST_EXECSPACE(), v, d, options);
+  auto const grad = copy_of(want.data(), v, d);
+  Layer::counts_type counts("counts", v);
+  Layer::batch_counts_type const batch_d = copy_of(batch.data(), v);
+  TEST_EXECSPACE space;
+  for (std::int64_t p = 0; p < t; p += call) {
+    std::int64_t const n = std::min(call, t - p);
+    std::vector<std::int64_t> part(ids.begin() + p, ids.begin() + p + n);
+    want = mode == Mode::identical
+               ? reference::backward_identical(config, IdsRef(part), dy.data() + p * d, want.data(), batch_h)
+               : reference::backward_deterministic(config, IdsRef(part), dy.data() + p * d, want.data(), batch_h);
+    auto const ids_d = copy_of(ids.data() + p, n);
+    auto const dy_d = copy_of(dy.data() + p * d, n, d);
+    layer.backward(space, ids_d, dy_d, grad, grad, counts,
+                   scale == FreqScale::batch ? batch_d : Layer::batch_counts_type());
+    auto const got_counts = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), counts);
+    auto const want_counts = reference::counts(v, IdsRef(part));
+    ASSERT_TRUE(std::equal(want_counts.begin(), want_counts.end(), got_counts.data())) << "counts of the call at " << p;
+  }
+  std::vector<float> got(want.size());
+  Kokkos::deep_copy(HostMatrix(got.data(), v, d), grad);
+  EXPECT_TRUE(same_bits(got, want));
+}
+
+TEST_P(SmallCalls, ABadCallChangesNothing) {
+  auto const [mode, scale, call] = GetParam();
+  std::int64_t const v = 40000, d = 3;
+  Options options;
+  options.mode = mode;
+  options.scale_grad_by_freq = scale == FreqScale::batch ? FreqScale::call : scale;
+  auto const layer = Layer::backward_only(TEST_EXECSPACE(), v, d, options);
+  auto const before = synthetic::uniform_floats(v * d, 44);
+  auto const grad = copy_of(before.data(), v, d);
+  std::vector<std::int64_t> ids(std::size_t(call), 11);
+  auto dy = synthetic::uniform_floats(call * d, 45);
+  dy[(call - 1) * d + 2] = std::numeric_limits<float>::quiet_NaN();
+  auto const ids_d = copy_of(ids.data(), call);
+  auto const dy_d = copy_of(dy.data(), call, d);
+  try {
+    layer.backward(TEST_EXECSPACE(), ids_d, dy_d, grad, grad);
+    ADD_FAILURE() << "a NaN in dy was accepted";
+  } catch (NonFinite const& e) {
+    EXPECT_NE(std::string(e.what()).find("position " + std::to_string(call - 1)), std::string::npos) << e.what();
+  }
+  std::vector<float> got(before.size());
+  Kokkos::deep_copy(HostMatrix(got.data(), v, d), grad);
+  EXPECT_TRUE(same_bits(got, before));
+}
+
+// The same calls into a sparse carry continued in place: its listed rows are the
+// chained backward_sparse's, bit for bit, through a resume from its listed form.
+TEST_P(SmallCalls, ASparseCarryEqualsTheChainedSparseGradient) {
+  auto const [mode, scale, call] = GetParam();
+  std::int64_t const v = 40000, d = 5, t = 3 * call + 11;
+  auto const ids = synthetic::zipf_ids(v, t, 1.05, 51);
+  auto const dy = synthetic::uniform_floats(t * d, 52);
+  Options options;
+  options.mode = mode;
+  options.scale_grad_by_freq = scale;
+  options.padding_idx = 0;  // Zipf's hottest row
+  auto const config = make_config(v, d, options);
+  auto const batch = reference::counts(v, IdsRef(ids));
+  std::int64_t const* const batch_h = scale == FreqScale::batch ? batch.data() : nullptr;
+  auto const layer = Layer::backward_only(TEST_EXECSPACE(), v, d, options);
+  Layer::batch_counts_type const batch_d = copy_of(batch.data(), v);
+  TEST_EXECSPACE space;
+  auto carry = layer.sparse_carry(space);
+  SparseGradient want;
+  std::vector<std::int64_t> total(std::size_t(v), 0);
+  for (std::int64_t p = 0; p < t; p += call) {
+    std::int64_t const n = std::min(call, t - p);
+    std::vector<std::int64_t> part(ids.begin() + p, ids.begin() + p + n);
+    want = reference::backward_sparse(config, IdsRef(part), dy.data() + p * d, p == 0 ? nullptr : &want, batch_h);
+    for (auto id : part) ++total[std::size_t(id)];
+    layer.backward_sparse(space, copy_of(ids.data() + p, n), copy_of(dy.data() + p * d, n, d), carry,
+                          scale == FreqScale::batch ? batch_d : Layer::batch_counts_type());
+    if (p == call) carry = layer.sparse_carry(space, layer.listed(space, carry));  // as a resume would
+  }
+  auto const got = layer.listed(space, carry);
+  auto const rows = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), got.rows);
+  auto const counts = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), got.counts);
+  auto const values = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), got.values);
+  ASSERT_EQ(std::int64_t(rows.extent(0)), want.size());
+  EXPECT_TRUE(std::equal(want.rows.begin(), want.rows.end(), rows.data()));
+  EXPECT_TRUE(same_bits(std::vector<float>(values.data(), values.data() + values.size()), want.values));
+  for (std::int64_t i = 0; i < want.size(); ++i)
+    ASSERT_EQ(counts(i), total[std::size_t(want.rows[std::size_t(i)])]) << "row " << want.rows[std::size_t(i)];
+}
+
+TEST(SparseCarry, ABadCallChangesNothing) {
+  std::int64_t const v = 1000, d = 3;
+  Options options;
+  options.scale_grad_by_freq = FreqScale::batch;
+  auto const layer = Layer::backward_only(TEST_EXECSPACE(), v, d, options);
+  TEST_EXECSPACE space;
+  auto carry = layer.sparse_carry(space);
+  std::vector<std::int64_t> ids{4, 9, 4};
+  std::vector<std::int64_t> batch(std::size_t(v), 2);
+  auto const dy = synthetic::uniform_floats(3 * d, 53);
+  layer.backward_sparse(space, copy_of(ids.data(), 3), copy_of(dy.data(), 3, d), carry, copy_of(batch.data(), v));
+  auto const before = layer.listed(space, carry);
+  auto const values_before = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), before.values);
+  batch[9] = 0;  // below row 9's count in this call
+  std::vector<std::int64_t> more{9, 12};
+  EXPECT_THROW(layer.backward_sparse(space, copy_of(more.data(), 2), copy_of(dy.data(), 2, d), carry,
+                                     copy_of(batch.data(), v)),
+               InvalidArgument);
+  auto bad_dy = dy;
+  bad_dy[4] = std::numeric_limits<float>::infinity();
+  batch[9] = 5;
+  EXPECT_THROW(layer.backward_sparse(space, copy_of(more.data(), 2), copy_of(bad_dy.data(), 2, d), carry,
+                                     copy_of(batch.data(), v)),
+               NonFinite);
+  auto const after = layer.listed(space, carry);
+  auto const values_after = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), after.values);
+  ASSERT_EQ(after.rows.extent(0), 2u);
+  EXPECT_TRUE(same_bits(std::vector<float>(values_after.data(), values_after.data() + values_after.size()),
+                        std::vector<float>(values_before.data(), values_before.data() + values_before.size())));
+}
+
+std::vector<SmallCallCase> small_call_cases() {
+  std::vector<SmallCallCase> out;
+  for (Mode mode : {Mode::identical, Mode::deterministic})
+    for (FreqScale scale : {FreqScale::none, FreqScale::call, FreqScale::batch})
+      for (std::int64_t call : {1, 7, 97, 1500}) out.push_back({mode, scale, call});
+  return out;
+}
+INSTANTIATE_TEST_SUITE_P(Listed, SmallCalls, ::testing::ValuesIn(small_call_cases()),
+                         [](::testing::TestParamInfo<SmallCallCase> const& info) {
+                           return std::string(to_string(info.param.mode)) + "_" +
+                                  std::string(to_string(info.param.scale)) + "_" + std::to_string(info.param.call);
+                         });
 
 // The fp trap: sums whose bits change under any reassociation or flush-to-zero.
 // Row 0: 1 followed by 2^-24 terms (the ascending fold keeps 1.0; a reassociated

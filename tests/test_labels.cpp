@@ -85,6 +85,13 @@ TEST_F(Labels, KernelsAndRegionsAreNamedKembed) {
     std::vector<std::int64_t> many(detail::inline_id_check + 1, 3);
     Layer(v, d, FloatsRef(table.data(), Shape{v, d})).forward(IdsRef(many));
   }
+  {  // past detail::inline_finite_check elements so is the finite check (here of dy, in place)
+    std::int64_t const n = detail::inline_finite_check / d + 1;
+    Kokkos::View<std::int64_t*, Layer::memory_space> many("many", n);
+    auto const dy_n = make_matrix(TEST_EXECSPACE(), "kembed::dy", n, d);
+    auto const grad = make_matrix(TEST_EXECSPACE(), "kembed::gradient", v, d);
+    Layer(v, d, FloatsRef(table.data(), Shape{v, d})).backward(TEST_EXECSPACE(), Layer::ids64_type(many), dy_n, grad, grad);
+  }
   for (auto const& name : kernels()) {
     // Kokkos' own kernels (view initialisation, deep copies) keep Kokkos' names.
     if (name.rfind("Kokkos::", 0) == 0) continue;
@@ -114,6 +121,38 @@ TEST_F(Labels, KernelsAndRegionsAreNamedKembed) {
                            "kembed::backward[identical,sort,scale_grad_by_freq]",
                            "kembed::backward[deterministic,sort,scale_grad_by_freq]"})
     EXPECT_EQ(regions().count(want), 1u) << "region never seen: " << want;
+}
+
+// Small calls continuing a large gradient in place fold the rows they list: no
+// V-sized index, and on host backends the smallest run on the calling thread.
+TEST_F(Labels, SmallInPlaceCallsFoldOnlyTheirListedRows) {
+  std::int64_t const v = 40000, d = 4;
+  Options o;
+  o.mode = Mode::deterministic;
+  auto const layer = Layer::backward_only(TEST_EXECSPACE(), v, d, o);
+  auto const grad = make_matrix(TEST_EXECSPACE(), "kembed::gradient", v, d);
+  bool const host = std::is_same_v<Layer::memory_space, Kokkos::HostSpace>;
+  for (std::int64_t t : {std::int64_t{3}, detail::caller_positions + 1}) {
+    auto const ids_h = synthetic::zipf_ids(v, t, 1.1, 5);
+    auto const dy_h = synthetic::uniform_floats(t * d, 6);
+    Kokkos::View<std::int64_t*, Layer::memory_space> ids("ids", t);
+    Layer::matrix_type dy("dy", t, d);
+    Kokkos::deep_copy(ids, Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(ids_h.data(), t));
+    Kokkos::deep_copy(dy, Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                              dy_h.data(), t, d));
+    kernels().clear();
+    layer.backward(TEST_EXECSPACE(), Layer::ids64_type(ids), dy, grad, grad);
+    bool const caller = host && t <= detail::caller_positions;
+    EXPECT_EQ(regions().count(caller ? "kembed::backward[deterministic,sort,listed,caller]"
+                                     : "kembed::backward[deterministic,sort,listed]"),
+              1u)
+        << "T = " << t;
+    EXPECT_EQ(kernels().count("kembed::backward_sort::histogram"), 0u) << "a V-sized index at T = " << t;
+    if (caller)
+      for (auto const& name : kernels()) ADD_FAILURE() << "a kernel launched by a call on the caller: " << name;
+    else
+      EXPECT_EQ(kernels().count("kembed::unique_rows::radix::histogram"), 1u);
+  }
 }
 
 // Which copy of the host folds ran is a region too; KEMBED_HOST_ISA picks it, and

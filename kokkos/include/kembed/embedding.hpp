@@ -15,6 +15,7 @@
 #include <kembed/detail/auto_plan.hpp>
 #include <kembed/detail/backward_bucket.hpp>
 #include <kembed/detail/backward_fast.hpp>
+#include <kembed/detail/backward_listed.hpp>
 #include <kembed/detail/backward_scan.hpp>
 #include <kembed/detail/backward_sparse.hpp>
 #include <kembed/detail/checks.hpp>
@@ -22,6 +23,7 @@
 #include <kembed/detail/forward.hpp>
 #include <kembed/detail/memory.hpp>
 #include <kembed/detail/renorm.hpp>
+#include <kembed/detail/sparse_carry.hpp>
 #include <kembed/detail/row_index.hpp>
 
 #include <cstdint>
@@ -249,6 +251,33 @@ class Embedding {
     return backward_sparse_impl(space, ids, dy, carry, batch_counts);
   }
 
+  // ---- a row-sparse gradient continued in place (the batch job's --sparse) ----
+  // backward_sparse above returns a new gradient, so a call costs the rows listed
+  // so far; a sparse_carry_type is folded in place and a call costs only its own
+  // rows (plus a map of V slots, made once). listed() gives the same rows, values
+  // and bits as chaining backward_sparse; its counts are every call's together.
+  using sparse_carry_type = detail::SparseCarry<memory_space>;
+  sparse_carry_type sparse_carry(ExecutionSpace const& space) const {
+    return detail::make_sparse_carry(space, config_.num_embeddings, config_.embedding_dim);
+  }
+  // A carry continuing `from` (checked as backward_sparse checks a carry).
+  sparse_carry_type sparse_carry(ExecutionSpace const& space, sparse_type const& from) const {
+    detail::check_sparse_rows(space, from, config_.num_embeddings, config_.embedding_dim, "carry");
+    return detail::sparse_carry_of(space, from, config_.num_embeddings);
+  }
+  sparse_type listed(ExecutionSpace const& space, sparse_carry_type const& carry) const {
+    return detail::listed_of(space, carry);
+  }
+  // On an error nothing changes (the carry included).
+  void backward_sparse(ExecutionSpace const& space, ids32_type const& ids, const_matrix_type const& dy,
+                       sparse_carry_type& carry, batch_counts_type const& batch_counts = {}) const {
+    backward_sparse_carry_impl(space, ids, dy, carry, batch_counts);
+  }
+  void backward_sparse(ExecutionSpace const& space, ids64_type const& ids, const_matrix_type const& dy,
+                       sparse_carry_type& carry, batch_counts_type const& batch_counts = {}) const {
+    backward_sparse_carry_impl(space, ids, dy, carry, batch_counts);
+  }
+
   // View overloads. `grad` receives the result; it may be the same view as
   // `carry` to continue in place, which then touches only the rows this call's
   // ids hit (plus the padding row), and does not re-check the carry for +-inf
@@ -417,6 +446,31 @@ class Embedding {
   }
 
   template <class IdView>
+  void backward_sparse_carry_impl(ExecutionSpace const& space, IdView const& ids, const_matrix_type const& dy,
+                                  sparse_carry_type& carry, batch_counts_type const& batch_counts) const {
+    auto const v = config_.num_embeddings, d = config_.embedding_dim;
+    std::int64_t const t = ids.extent(0);
+    check_ids_shape(Shape{t});
+    check_matrix("dy", dy, t, d, "ids.size(), embedding_dim");
+    check_batch_counts_view(batch_counts);
+    if (std::int64_t(carry.slot_of.extent(0)) != v || std::int64_t(carry.values.extent(1)) != d)
+      throw InvalidArgument("carry", "the sparse carry was made for another shape than (" + std::to_string(v) + ", " +
+                                         std::to_string(d) + ")");
+    detail::check_ids(space, ids, v);
+    detail::check_finite(space, dy, "dy", "position");  // folded in place: checked first
+    detail::HostIsa const isa = detail::Tiles<ExecutionSpace>::host ? detail::host_isa() : detail::HostIsa::baseline;
+    bool const on_caller = detail::runs_on_caller<ExecutionSpace>(t);
+    detail::ScopedRegion region(sparse_carry_label(config_.mode, on_caller));
+    if (on_caller)  // within this call: views without reference counts
+      detail::backward_sparse_carry(space, detail::unmanaged(ids), detail::unmanaged(dy), carry,
+                                    detail::unmanaged(batch_counts), v, config_.padding_idx, config_.mode,
+                                    config_.scale_grad_by_freq, isa, true);
+    else
+      detail::backward_sparse_carry(space, ids, dy, carry, batch_counts, v, config_.padding_idx, config_.mode,
+                                    config_.scale_grad_by_freq, isa, false);
+  }
+
+  template <class IdView>
   void backward_impl(ExecutionSpace const& space, IdView const& ids, const_matrix_type const& dy,
                      matrix_type const& grad, const_matrix_type const& carry, counts_type const& counts,
                      batch_counts_type const& batch_counts) const {
@@ -458,10 +512,23 @@ class Embedding {
     // Devices have one copy, and no such region.
     detail::HostIsa const isa = detail::Tiles<ExecutionSpace>::host ? detail::host_isa() : detail::HostIsa::baseline;
     std::optional<detail::ScopedRegion> isa_region;
-    if (mode != Mode::fast && detail::Tiles<ExecutionSpace>::host)
-      isa_region.emplace(std::string("kembed::host_isa[") + detail::name(isa) + "]");
+    if (mode != Mode::fast && detail::Tiles<ExecutionSpace>::host) isa_region.emplace(isa_label(isa));
     bool saw_non_finite = false;
-    if (mode == Mode::fast) {
+    // A call continuing its gradient in place on few of its rows folds only those
+    // (the sort plan over the listed rows: the same sums, O(T) not O(V) per call).
+    bool const listed = in_place && mode != Mode::fast && t <= v / detail::listed_rows_ratio &&
+                        (plan == Plan::sort || config_.plan == Plan::automatic);
+    if (listed) {
+      bool const on_caller = detail::runs_on_caller<ExecutionSpace>(t);
+      detail::ScopedRegion region(listed_label(mode, scaled, on_caller));
+      if (on_caller)  // within this call: views without reference counts
+        detail::backward_listed(space, detail::unmanaged(ids), detail::unmanaged(dy), detail::unmanaged(carry),
+                                detail::unmanaged(grad), detail::unmanaged(counts), pad, mode,
+                                config_.scale_grad_by_freq, detail::unmanaged(batch_counts), isa, true);
+      else
+        detail::backward_listed(space, ids, dy, carry, grad, counts, pad, mode, config_.scale_grad_by_freq,
+                                batch_counts, isa, false);
+    } else if (mode == Mode::fast) {
       detail::ScopedRegion region("kembed::backward[fast]");
       saw_non_finite = detail::backward_fast(space, ids, dy, carry, grad, counts, pad);
     } else if (plan == Plan::scan) {
@@ -488,6 +555,32 @@ class Embedding {
     }
     // grad (not the carry) then holds unspecified values, as documented.
     if (saw_non_finite) detail::check_finite(space, dy, "dy", "position");
+  }
+
+  // kembed::backward[<mode>,sort,listed(,scale_grad_by_freq)(,caller)]: the sort
+  // plan over the listed rows, on the calling thread for the smallest calls.
+  // Made once: building a label cost a small call an allocation.
+  static std::string const& listed_label(Mode mode, bool scaled, bool on_caller) {
+    static std::string const labels[8] = {
+        "kembed::backward[identical,sort,listed]",
+        "kembed::backward[identical,sort,listed,caller]",
+        "kembed::backward[identical,sort,listed,scale_grad_by_freq]",
+        "kembed::backward[identical,sort,listed,scale_grad_by_freq,caller]",
+        "kembed::backward[deterministic,sort,listed]",
+        "kembed::backward[deterministic,sort,listed,caller]",
+        "kembed::backward[deterministic,sort,listed,scale_grad_by_freq]",
+        "kembed::backward[deterministic,sort,listed,scale_grad_by_freq,caller]"};
+    return labels[(mode == Mode::identical ? 0 : 4) + (scaled ? 2 : 0) + (on_caller ? 1 : 0)];
+  }
+  static std::string const& isa_label(detail::HostIsa isa) {
+    static std::string const labels[2] = {"kembed::host_isa[baseline]", "kembed::host_isa[avx2]"};
+    return labels[isa == detail::HostIsa::avx2 ? 1 : 0];
+  }
+  static std::string const& sparse_carry_label(Mode mode, bool on_caller) {
+    static std::string const labels[4] = {
+        "kembed::backward_sparse[identical,carry]", "kembed::backward_sparse[identical,carry,caller]",
+        "kembed::backward_sparse[deterministic,carry]", "kembed::backward_sparse[deterministic,carry,caller]"};
+    return labels[(mode == Mode::deterministic ? 2 : 0) + (on_caller ? 1 : 0)];
   }
 
   template <class IdView>

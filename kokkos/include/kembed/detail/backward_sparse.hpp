@@ -80,15 +80,6 @@ void check_batch_counts(ExecutionSpace const& space, Offsets const& offsets, Row
                                             " times; batch counts are each row's occurrences in the whole batch");
 }
 
-struct IdentityRow {
-  KOKKOS_INLINE_FUNCTION std::int64_t operator()(std::int64_t r) const { return r; }
-};
-template <class Rows>
-struct ListedRow {
-  Rows rows;
-  KOKKOS_INLINE_FUNCTION std::int64_t operator()(std::int64_t u) const { return rows(u); }
-};
-
 // The listed rows' gradient; `carry` with no rows means none. Mode fast folds as
 // identical (there is no faster path worth its loss of bits here). Returns the
 // result and whether dy may hold a non-finite term (as fold_identical).

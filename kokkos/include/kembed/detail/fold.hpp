@@ -10,6 +10,52 @@
 
 namespace kembed::detail {
 
+// Which gradient row entry u of an index folds into: the row itself (an index over
+// all V rows), or the u-th listed row (an index over the rows a call references).
+// `scattered`: consecutive entries land on scattered rows, which the fold fetches
+// ahead itself (no hardware prefetcher predicts them).
+struct IdentityRow {
+  static constexpr bool scattered = false;
+  KOKKOS_INLINE_FUNCTION std::int64_t operator()(std::int64_t r) const { return r; }
+};
+template <class Rows>
+struct ListedRow {
+  static constexpr bool scattered = true;
+  Rows rows;
+  KOKKOS_INLINE_FUNCTION std::int64_t operator()(std::int64_t u) const { return rows(u); }
+};
+
+// Gradient rows a fold over listed rows reads and writes are as scattered as the
+// dy rows it reads: fetch the row of the entry target_ahead items on (1 thread,
+// V = 1e6, d = 16, calls of 97: docs/PERFORMANCE.md, "Small calls").
+inline constexpr std::int64_t target_ahead = 8;
+template <class RowOf, class Grad>
+KOKKOS_INLINE_FUNCTION void prefetch_target(RowOf const& row_of, Grad const& grad, std::int64_t u, std::int64_t items,
+                                            std::int64_t c0, std::int64_t n) {
+  if constexpr (RowOf::scattered) {
+    if (u + target_ahead >= items) return;
+    float const* next = &grad(row_of(u + target_ahead), c0);
+    for (std::int64_t k = 0; k < n; k += line_floats) prefetch(next + k);
+  } else {
+    (void)row_of, (void)grad, (void)u, (void)items, (void)c0, (void)n;
+  }
+}
+
+// A host fold's items, OR-ing what each saw: on the space, or (`on_caller`, small
+// calls) as one loop on the calling thread, where a parallel launch would cost more
+// than the work (docs/DESIGN.md, "Small calls"). Same body, same bits.
+template <class ExecutionSpace, class Body>
+int reduce_items(ExecutionSpace const& space, char const* label, std::int64_t items, std::int64_t grab,
+                 bool on_caller, Body const& body) {
+  int bad = 0;
+  if (on_caller) {
+    for (std::int64_t i = 0; i < items; ++i) body(i, bad);
+    return bad;
+  }
+  Kokkos::parallel_reduce(label, DynamicRange<ExecutionSpace>(space, 0, items, grab), body, Kokkos::BOr<int>(bad));
+  return bad;
+}
+
 // scale_grad_by_freq in the folds: none, or s = float(1.0 / n) per row for its count
 // n, the row's positions in this call (`call`: its segment of the index) or the
 // whole batch's count (`batch`: given per row of the index). Identical mode folds
@@ -44,12 +90,13 @@ KOKKOS_INLINE_FUNCTION void prefetch_entry(Positions const& positions, Dy const&
 // where a sum overflowed (see non_finite's note). The caller then finds and reports
 // the first, if any; the padding row's terms are read for this alone. In place, dy
 // was checked before the call and nothing is tested.
-template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad>
+template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad, class RowOf>
 bool fold_identical_host(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry,
                          Grad const& grad, std::int64_t padding_idx, HostIsa isa,
-                         RowScale<typename ExecutionSpace::memory_space> const& scale) {
+                         RowScale<typename ExecutionSpace::memory_space> const& scale, RowOf const& row_of,
+                         bool on_caller) {
   constexpr std::int64_t tile = Tiles<ExecutionSpace>::fold;
-  std::int64_t const v = grad.extent(0);
+  std::int64_t const v = index.offsets.extent(0) - 1;  // index entries: rows, or listed rows
   std::int64_t const d = grad.extent(1);
   std::int64_t const tiles = (d + tile - 1) / tile;
   bool const has_carry = carry.data() != nullptr;
@@ -57,14 +104,14 @@ bool fold_identical_host(ExecutionSpace const& space, Index const& index, Dy con
   auto const offsets = index.offsets;
   auto const positions = index.positions;
   std::int64_t const t = positions.extent(0);
-  int bad = 0;
-  Kokkos::parallel_reduce(
-      "kembed::backward_fold", DynamicRange<ExecutionSpace>(space, 0, v * tiles, fold_grab(v, tiles, t)),
+  int const bad = reduce_items(
+      space, "kembed::backward_fold", v * tiles, fold_grab(v, tiles, t), on_caller,
       KOKKOS_LAMBDA(std::int64_t i, int& saw) { run_for(isa, [&] {
-        std::int64_t const r = i / tiles;
+        std::int64_t const u = i / tiles, r = row_of(u);
         std::int64_t const c0 = (i % tiles) * tile;
         std::int64_t const n = d - c0 < tile ? d - c0 : tile;
-        std::int64_t const begin = offsets(r), end = offsets(r + 1);
+        std::int64_t const begin = offsets(u), end = offsets(u + 1);
+        prefetch_target(row_of, grad, u, v, c0, n);
         int flag = 0;
         if (r == padding_idx) {
           for (std::int64_t j = begin; j < end; ++j)
@@ -77,7 +124,7 @@ bool fold_identical_host(ExecutionSpace const& space, Index const& index, Dy con
         float acc[tile];
         for (std::int64_t k = 0; k < n; ++k) acc[k] = has_carry ? carry(r, c0 + k) : 0.0f;
         if (scale.on() && end > begin) {
-          float const s = scale.of(r, end - begin);
+          float const s = scale.of(u, end - begin);
           for (std::int64_t j = begin; j < end; ++j) {
             std::int64_t const p = positions(j);
             prefetch_entry(positions, dy, j, c0, n);
@@ -94,8 +141,7 @@ bool fold_identical_host(ExecutionSpace const& space, Index const& index, Dy con
         if (!in_place && end > begin)  // a row without terms holds its (checked) carry
           for (std::int64_t k = 0; k < n; ++k) flag |= non_finite(acc[k]);
         saw |= flag;
-      }); },
-      Kokkos::BOr<int>(bad));
+      }); });
   return bad != 0;
 }
 
@@ -104,12 +150,13 @@ bool fold_identical_host(ExecutionSpace const& space, Index const& index, Dy con
 // times as k has trailing zero bits (older + newer); at the end fold the stack from
 // the newest down (older + rest). Both give the same tree, term for term. Returns
 // as fold_identical does.
-template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad>
+template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad, class RowOf>
 bool fold_pairwise_host(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry,
                         Grad const& grad, std::int64_t padding_idx, HostIsa isa,
-                        RowScale<typename ExecutionSpace::memory_space> const& scale) {
+                        RowScale<typename ExecutionSpace::memory_space> const& scale, RowOf const& row_of,
+                        bool on_caller) {
   constexpr std::int64_t pairwise_tile = Tiles<ExecutionSpace>::pairwise;
-  std::int64_t const v = grad.extent(0);
+  std::int64_t const v = index.offsets.extent(0) - 1;
   std::int64_t const d = grad.extent(1);
   std::int64_t const tiles = (d + pairwise_tile - 1) / pairwise_tile;
   bool const has_carry = carry.data() != nullptr;
@@ -117,14 +164,14 @@ bool fold_pairwise_host(ExecutionSpace const& space, Index const& index, Dy cons
   auto const offsets = index.offsets;
   auto const positions = index.positions;
   std::int64_t const t = positions.extent(0);
-  int bad = 0;
-  Kokkos::parallel_reduce(
-      "kembed::backward_fold_pairwise", DynamicRange<ExecutionSpace>(space, 0, v * tiles, fold_grab(v, tiles, t)),
+  int const bad = reduce_items(
+      space, "kembed::backward_fold_pairwise", v * tiles, fold_grab(v, tiles, t), on_caller,
       KOKKOS_LAMBDA(std::int64_t i, int& saw) { run_for(isa, [&] {
-        std::int64_t const r = i / tiles;
+        std::int64_t const u = i / tiles, r = row_of(u);
         std::int64_t const c0 = (i % tiles) * pairwise_tile;
         std::int64_t const n = d - c0 < pairwise_tile ? d - c0 : pairwise_tile;
-        std::int64_t const begin = offsets(r), end = offsets(r + 1);
+        std::int64_t const begin = offsets(u), end = offsets(u + 1);
+        prefetch_target(row_of, grad, u, v, c0, n);
         int flag = 0;
         if (r == padding_idx) {
           for (std::int64_t j = begin; j < end; ++j)
@@ -137,7 +184,7 @@ bool fold_pairwise_host(ExecutionSpace const& space, Index const& index, Dy cons
         float stack[64][pairwise_tile];
         int top = -1;
         bool const scaled = scale.on() && end > begin;
-        float const s = scaled ? scale.of(r, end - begin) : 1.0f;
+        float const s = scaled ? scale.of(u, end - begin) : 1.0f;
         for (std::int64_t j = begin; j < end; ++j) {
           std::int64_t const p = positions(j);
           prefetch_entry(positions, dy, j, c0, n);
@@ -164,8 +211,7 @@ bool fold_pairwise_host(ExecutionSpace const& space, Index const& index, Dy cons
           if (!in_place) flag |= non_finite(total);
         }
         saw |= flag;
-      }); },
-      Kokkos::BOr<int>(bad));
+      }); });
   return bad != 0;
 }
 
@@ -232,14 +278,14 @@ TeamFoldShape team_fold_shape() {
 }
 
 // Folds every (row, column) with `sum`; returns as fold_identical_host does.
-template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad, class Sum>
+template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad, class Sum, class RowOf = IdentityRow>
 bool fold_teams(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry, Grad const& grad,
                 std::int64_t padding_idx, TeamFoldShape const& shape, Sum const& sum, std::string const& label,
-                RowScale<typename ExecutionSpace::memory_space> const& scale = {}) {
+                RowScale<typename ExecutionSpace::memory_space> const& scale = {}, RowOf const& row_of = {}) {
   using memory_space = typename ExecutionSpace::memory_space;
   using Policy = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
   using Member = typename Policy::member_type;
-  std::int64_t const v = grad.extent(0);
+  std::int64_t const v = index.offsets.extent(0) - 1;
   std::int64_t const d = grad.extent(1);
   std::int64_t const tile = shape.tile;
   std::int64_t const tiles = (d + tile - 1) / tile;
@@ -258,10 +304,10 @@ bool fold_teams(ExecutionSpace const& space, Index const& index, Dy const& dy, C
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, threads), [&](int k) {
           std::int64_t const i = first + k;
           if (i >= items) return;
-          std::int64_t const r = i / tiles;
+          std::int64_t const u = i / tiles, r = row_of(u);
           std::int64_t const c0 = (i % tiles) * tile;
           std::int64_t const n = d - c0 < tile ? d - c0 : tile;
-          std::int64_t const begin = offsets(r), end = offsets(r + 1);
+          std::int64_t const begin = offsets(u), end = offsets(u + 1);
           if (in_place && begin == end && r != padding_idx) return;  // already holds its carry
           Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, n), [&](std::int64_t lane) {
             std::int64_t const c = c0 + lane;
@@ -274,7 +320,7 @@ bool fold_teams(ExecutionSpace const& space, Index const& index, Dy const& dy, C
             }
             bool const scaled = scale.on() && end > begin;
             float const total = sum(positions, dy, begin, end, c, has_carry ? carry(r, c) : 0.0f, scaled,
-                                    scaled ? scale.of(r, end - begin) : 1.0f);
+                                    scaled ? scale.of(u, end - begin) : 1.0f);
             grad(r, c) = total;
             if (!in_place && end > begin && non_finite(total)) Kokkos::atomic_fetch_or(&bad(), 1);
           });
@@ -288,29 +334,33 @@ bool fold_teams(ExecutionSpace const& space, Index const& index, Dy const& dy, C
 
 // The folds plan `sort` and mode `deterministic` run: the host shape on host
 // backends, the team shape on devices.
-template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad>
+// `row_of` maps index entries to gradient rows (an index over listed rows);
+// `on_caller` runs a host fold on the calling thread (devices ignore it).
+template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad, class RowOf = IdentityRow>
 bool fold_identical(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry, Grad const& grad,
                     std::int64_t padding_idx, HostIsa isa,
-                    RowScale<typename ExecutionSpace::memory_space> const& scale = {}) {
+                    RowScale<typename ExecutionSpace::memory_space> const& scale = {}, RowOf const& row_of = {},
+                    bool on_caller = false) {
   if constexpr (Tiles<ExecutionSpace>::host) {
-    return fold_identical_host(space, index, dy, carry, grad, padding_idx, isa, scale);
+    return fold_identical_host(space, index, dy, carry, grad, padding_idx, isa, scale, row_of, on_caller);
   } else {
-    (void)isa;
+    (void)isa, (void)on_caller;
     return fold_teams(space, index, dy, carry, grad, padding_idx, team_fold_shape<ExecutionSpace>(), AscendingSum{},
-                      "kembed::backward_fold_teams", scale);
+                      "kembed::backward_fold_teams", scale, row_of);
   }
 }
 
-template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad>
+template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad, class RowOf = IdentityRow>
 bool fold_pairwise(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry, Grad const& grad,
                    std::int64_t padding_idx, HostIsa isa,
-                    RowScale<typename ExecutionSpace::memory_space> const& scale = {}) {
+                   RowScale<typename ExecutionSpace::memory_space> const& scale = {}, RowOf const& row_of = {},
+                   bool on_caller = false) {
   if constexpr (Tiles<ExecutionSpace>::host) {
-    return fold_pairwise_host(space, index, dy, carry, grad, padding_idx, isa, scale);
+    return fold_pairwise_host(space, index, dy, carry, grad, padding_idx, isa, scale, row_of, on_caller);
   } else {
-    (void)isa;
+    (void)isa, (void)on_caller;
     return fold_teams(space, index, dy, carry, grad, padding_idx, team_fold_shape<ExecutionSpace>(), PairwiseSum{},
-                      "kembed::backward_fold_pairwise_teams", scale);
+                      "kembed::backward_fold_pairwise_teams", scale, row_of);
   }
 }
 
