@@ -42,6 +42,7 @@ class OneProcess {
     using matrix_type = typename Embedding<ExecutionSpace>::matrix_type;
     using batch_counts_type = typename Embedding<ExecutionSpace>::batch_counts_type;
     using sparse_type = typename Embedding<ExecutionSpace>::sparse_type;
+    using sparse_carry_type = typename Embedding<ExecutionSpace>::sparse_carry_type;
     Layer(OneProcess const&, ExecutionSpace const& space, std::int64_t rows, std::int64_t cols,
           Options const& options)
         : layer_(Embedding<ExecutionSpace>::backward_only(space, rows, cols, options)) {}
@@ -60,12 +61,18 @@ class OneProcess {
       auto const in = upload(ids, dy, n, tally);
       layer_.backward(space, in.first, in.second, grad, grad, {}, batch_counts);
     }
-    // The same into a row-sparse gradient, continuing `carry`; returns the new one.
-    sparse_type backward_sparse(ExecutionSpace const& space, std::int64_t const* ids, float const* dy, std::int64_t n,
-                                sparse_type const& carry, std::int64_t* tally,
-                                batch_counts_type const& batch_counts) const {
+    // The same into a row-sparse gradient, continuing `carry` in place.
+    void backward_sparse(ExecutionSpace const& space, std::int64_t const* ids, float const* dy, std::int64_t n,
+                         sparse_carry_type& carry, std::int64_t* tally, batch_counts_type const& batch_counts) const {
       auto const in = upload(ids, dy, n, tally);
-      return layer_.backward_sparse(space, in.first, in.second, carry, batch_counts);
+      layer_.backward_sparse(space, in.first, in.second, carry, batch_counts);
+    }
+    sparse_carry_type sparse_carry(ExecutionSpace const& space) const { return layer_.sparse_carry(space); }
+    sparse_carry_type sparse_carry(ExecutionSpace const& space, sparse_type const& from) const {
+      return layer_.sparse_carry(space, from);
+    }
+    sparse_type listed(ExecutionSpace const& space, sparse_carry_type const& carry) const {
+      return layer_.listed(space, carry);
     }
 
    private:

@@ -76,6 +76,7 @@ class ShardedEmbedding {
   using counts_type = typename Local::counts_type;
   using batch_counts_type = typename Local::batch_counts_type;
   using sparse_type = typename Local::sparse_type;
+  using sparse_carry_type = typename Local::sparse_carry_type;
 
   // Collective. `local_rows` holds this rank's rows of the (V, d) table
   // (rows_of(V, ranks, rank)), row-major. Options are the one-process layer's; the
@@ -189,6 +190,27 @@ class ShardedEmbedding {
                       });
     return out;
   }
+
+  // Collective. As backward_sparse, continuing `carry` in place (Embedding's
+  // sparse_carry_type, made by sparse_carry below): a call costs its own rows only.
+  void backward_sparse(IdsRef const& ids, FloatsRef const& dy, sparse_carry_type& carry,
+                       std::int64_t* tally = nullptr, batch_counts_type const& batch_counts = {}) const {
+    exchange_and_fold(ids, dy, tally, "",
+                      [&](std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy, std::int64_t n) {
+                        if (n == 0) return;
+                        auto const in = upload(recv_ids, recv_dy, n);
+                        layer_->backward_sparse(space_, in.first, in.second, carry, batch_counts);
+                        space_.fence();
+                      });
+  }
+  // An empty carry of this rank's rows, or one continuing `from` (local row numbers).
+  sparse_carry_type sparse_carry() const {
+    return layer_ ? layer_->sparse_carry(space_) : kembed::detail::make_sparse_carry(space_, 0, config_.embedding_dim);
+  }
+  sparse_carry_type sparse_carry(sparse_type const& from) const {
+    return layer_ ? layer_->sparse_carry(space_, from) : kembed::detail::make_sparse_carry(space_, 0, config_.embedding_dim);
+  }
+  sparse_type listed(sparse_carry_type const& carry) const { return kembed::detail::listed_of(space_, carry); }
 
   // Collective. The forward of this rank's positions: each id is sent to its row's
   // owner and the row comes back; returns (t, d) floats in this rank's order.

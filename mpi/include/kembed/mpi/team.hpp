@@ -128,6 +128,7 @@ class Team {
     using matrix_type = typename ShardedEmbedding<ExecutionSpace>::matrix_type;
     using batch_counts_type = typename ShardedEmbedding<ExecutionSpace>::batch_counts_type;
     using sparse_type = typename ShardedEmbedding<ExecutionSpace>::sparse_type;
+    using sparse_carry_type = typename ShardedEmbedding<ExecutionSpace>::sparse_carry_type;
     Layer(Team const& team, ExecutionSpace const& space, std::int64_t rows, std::int64_t cols,
           Options const& options)
         : sharded_(ShardedEmbedding<ExecutionSpace>::backward_only(team.comm(), space, rows, cols, options)) {}
@@ -146,12 +147,16 @@ class Team {
       sharded_.backward(IdsRef(ids, Shape{n}), FloatsRef(dy, Shape{n, d}), grad, true, {}, tally, batch_counts);
     }
     // The same into a row-sparse gradient of this rank's rows (local row numbers).
-    sparse_type backward_sparse(ExecutionSpace const&, std::int64_t const* ids, float const* dy, std::int64_t n,
-                                sparse_type const& carry, std::int64_t* tally,
-                                batch_counts_type const& batch_counts) const {
+    void backward_sparse(ExecutionSpace const&, std::int64_t const* ids, float const* dy, std::int64_t n,
+                         sparse_carry_type& carry, std::int64_t* tally, batch_counts_type const& batch_counts) const {
       auto const d = config().embedding_dim;
-      return sharded_.backward_sparse(IdsRef(ids, Shape{n}), FloatsRef(dy, Shape{n, d}), carry, tally, batch_counts);
+      sharded_.backward_sparse(IdsRef(ids, Shape{n}), FloatsRef(dy, Shape{n, d}), carry, tally, batch_counts);
     }
+    sparse_carry_type sparse_carry(ExecutionSpace const&) const { return sharded_.sparse_carry(); }
+    sparse_carry_type sparse_carry(ExecutionSpace const&, sparse_type const& from) const {
+      return sharded_.sparse_carry(from);
+    }
+    sparse_type listed(ExecutionSpace const&, sparse_carry_type const& carry) const { return sharded_.listed(carry); }
 
    private:
     ShardedEmbedding<ExecutionSpace> sharded_;

@@ -134,7 +134,8 @@ class BackwardJob {
     // A sparse run holds only the rows it has seen: no (rows, d) gradient at all.
     matrix_type grad;
     if (!sparse) grad = matrix_type("kembed::job::gradient", rows, d);
-    typename Layer::sparse_type carry;
+    typename Layer::sparse_carry_type carry;
+    if (sparse) carry = layer->sparse_carry(space_);
     std::vector<std::int64_t> counts(static_cast<std::size_t>(rows), 0);
     std::int64_t position = 0, microbatches = 0;
     double resumed_elapsed = 0;
@@ -156,7 +157,7 @@ class BackwardJob {
       verify_parts(ckpt, checkpoint_path, carried);
       together([&] {
         if (sparse) {
-          carry = device_listed(ckpt.listed_rows, ckpt.gradient, first_row, d);
+          carry = layer->sparse_carry(space_, device_listed(ckpt.listed_rows, ckpt.gradient, first_row, d));
           for (std::size_t i = 0; i < ckpt.listed_rows.size(); ++i)
             counts[std::size_t(ckpt.listed_rows[i] - first_row)] = ckpt.counts[i];
         } else {
@@ -203,7 +204,7 @@ class BackwardJob {
     IoWorker io(team_.reads_ahead());  // after what its tasks use: joined before they go
     auto read_block = [&](Block& blk, std::int64_t first) {
       blk.position = first;
-      blk.n = std::min(t - first, block - block % s_.microbatch);
+      blk.n = std::min(t - first, block_end(first, block) - first);
       auto const range = part(first, blk.n);
       blk.a = range.first, blk.b = range.second;
       return io.submit([&blk, this, &batch, v] {
@@ -243,8 +244,8 @@ class BackwardJob {
           std::int64_t const n = std::min(call, position + n_block - k);
           std::int64_t const lo = std::clamp(k, a, b), hi = std::clamp(k + n, a, b);  // this rank's part
           if (sparse)
-            carry = layer->backward_sparse(space_, blk.ids.data() + (lo - a), blk.dy.data() + (lo - a) * d, hi - lo,
-                                           carry, counts.data(), batch_counts);
+            layer->backward_sparse(space_, blk.ids.data() + (lo - a), blk.dy.data() + (lo - a) * d, hi - lo, carry,
+                                   counts.data(), batch_counts);
           else
             layer->backward(space_, blk.ids.data() + (lo - a), blk.dy.data() + (lo - a) * d, hi - lo, grad,
                             counts.data(), batch_counts);
@@ -257,7 +258,9 @@ class BackwardJob {
       position += n_block;
       progress(position, t, resumed_from);
       if (crash_at && position >= *crash_at) ::raise(SIGKILL);  // a test's simulated crash (fault_position)
-      if (s_.checkpoint_every > 0 && position < t && position - last_checkpoint >= s_.checkpoint_every) {
+      // After the first call that reaches each multiple of N (blocks end there).
+      if (s_.checkpoint_every > 0 && position < t &&
+          position / s_.checkpoint_every > last_checkpoint / s_.checkpoint_every) {
         t0 = clock::now();
         hashed();
         if (checkpoint_written.valid()) together([&] { checkpoint_written.get(); });  // one at a time
@@ -276,7 +279,7 @@ class BackwardJob {
         ckpt->rows = v;
         ckpt->cols = d;
         if (sparse) {  // this rank's listed rows, at their place among every rank's
-          together([&] { checkpoint_listed = host_listed(carry, counts, first_row); });
+          together([&] { checkpoint_listed = host_listed(layer->listed(space_, carry), counts, first_row); });
           std::int64_t const n = std::int64_t(checkpoint_listed.rows.size());
           std::int64_t const total = team_.sum(n), first = team_.sum_before(n);
           checkpoint_written = io.submit([ckpt, &checkpoint_listed, &checkpoint_path, this, first_row, rows, n,
@@ -365,7 +368,7 @@ class BackwardJob {
     save.deflate = s_.deflate;
     io::RowSlab const slab{first_row, rows, g.data(), counts.data()};
     if (sparse) {
-      write_sparse(run, carry, counts, first_row, rows, save, complete);
+      write_sparse(run, layer->listed(space_, carry), counts, first_row, rows, save, complete);
     } else if (late_header) {
       io::write_run(s_.out, run, slab, save, complete);
     } else {
@@ -569,6 +572,19 @@ class BackwardJob {
 
   // A test's simulated crash: with KEMBED_TEST_KILL_AT=<rank>:<position>, that rank
   // kills itself (SIGKILL, no clean-up) once its job has folded past <position>.
+  // Where a block read at `first` ends: after `block` positions rounded down to whole
+  // microbatches, or sooner, at the first microbatch boundary at or past the next
+  // multiple of --checkpoint-every, so a checkpoint lands there whatever the block.
+  std::int64_t block_end(std::int64_t first, std::int64_t block) const {
+    std::int64_t const m = s_.microbatch, n = s_.checkpoint_every;
+    std::int64_t end = first + (block - block % m);
+    if (n > 0) {
+      std::int64_t const next = (first / n + 1) * n;
+      end = std::min(end, (next + m - 1) / m * m);
+    }
+    return end;
+  }
+
   std::optional<std::int64_t> fault_position() const {
     char const* spec = std::getenv("KEMBED_TEST_KILL_AT");
     if (!spec) return std::nullopt;
