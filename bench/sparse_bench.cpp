@@ -9,6 +9,7 @@
 #include <kembed/core/synthetic.hpp>
 #include <kembed/embedding.hpp>
 
+#include "args.hpp"
 #include "bound.hpp"
 
 #include <cstdio>
@@ -25,19 +26,6 @@ using kembed::bench::best_seconds;
 using Space = Kokkos::DefaultHostExecutionSpace;
 using Layer = kembed::Embedding<Space>;
 
-std::vector<long long> parse_list(std::string const& text, char const* flag) {
-  std::vector<long long> out;
-  std::stringstream in(text);
-  for (std::string word; std::getline(in, word, ',');) {
-    char* end = nullptr;
-    double const x = std::strtod(word.c_str(), &end);
-    if (end == word.c_str() || *end != '\0' || x < 1 || x > 1e12)
-      throw std::invalid_argument(std::string(flag) + " wants numbers >= 1 separated by commas, got '" + word + "'");
-    out.push_back(static_cast<long long>(x));
-  }
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -47,18 +35,13 @@ int main(int argc, char** argv) {
   std::string csv_path;
   kembed::Options dense_options;
   try {
-    for (int i = 1; i < argc; ++i) {
-      std::string const a = argv[i];
-      auto value = [&]() -> std::string {
-        if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
-        return argv[++i];
-      };
+    kembed::bench::for_each_option(argc, argv, [&](std::string const& a, auto&& value) {
       if (a == "--rows")
-        rows = parse_list(value(), "--rows");
+        rows = kembed::bench::parse_list(value(), "--rows");
       else if (a == "--positions")
-        positions = parse_list(value(), "--positions");
+        positions = kembed::bench::parse_list(value(), "--positions");
       else if (a == "--dim")
-        d = parse_list(value(), "--dim").at(0);
+        d = kembed::bench::parse_list(value(), "--dim").at(0);
       else if (a == "--dense-plan")
         dense_options.plan = kembed::parse_plan(value());
       else if (a == "--csv")
@@ -66,7 +49,7 @@ int main(int argc, char** argv) {
       else
         throw std::invalid_argument("unknown option " + a +
                                     " (use --rows LIST --positions LIST --dim D --dense-plan P --csv FILE)");
-    }
+    });
   } catch (std::exception const& e) {
     std::fprintf(stderr, "kembed-sparse-bench: %s\n", e.what());
     return 2;

@@ -4,6 +4,7 @@
 #   scripts/bench.sh            the whole grid on the three (about 15 minutes on 2 cores)
 #   scripts/bench.sh --quick    a subset, OpenMP with 2 threads only (under a minute)
 # Both also run kembed-job-bench: the whole batch job against each of its stages alone,
+# kembed-small-calls-bench: microbatches call by call against calls of 4096,
 # and bench/python_bench.py: the Python package against the C++ calls and torch.
 # Results: bench/results/*.csv (ceilings.csv: kembed-ceilings, the bare access
 # patterns), docs/images/perf-*.png, bench/results/summary.md.
@@ -21,17 +22,26 @@ export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads}
 job_bench() {
   env -u OMP_PROC_BIND -u OMP_PLACES OMP_WAIT_POLICY=passive "$here/build/openmp/bench/kembed-job-bench" "$@"
 }
+# Microbatches folded call by call, 1 thread then 2 against it (docs/PERFORMANCE.md, "Small calls").
+small_calls() {
+  local calls=$here/build/openmp/bench/kembed-small-calls-bench
+  OMP_NUM_THREADS=1 "$calls" "$@" --csv "$out/small-calls-1.csv" | tee "$out/small-calls.md"
+  OMP_NUM_THREADS=2 "$calls" "$@" --csv "$out/small-calls-2.csv" --baseline "$out/small-calls-1.csv" |
+    tee -a "$out/small-calls.md"
+}
 if [[ $quick == --quick ]]; then
   out=$out/quick  # keeps the whole grid's results, which the docs quote
   mkdir -p "$out"
   "$bench" --backend openmp --threads 2 --quick --csv "$out/openmp-2.csv"
   job_bench --quick --threads 2 | tee "$out/job.md"
+  small_calls --rows 1e4,1e6 --dim 16
 else
   # The whole job against its stages alone, on a 1.06 GB batch (docs/PERFORMANCE.md, "The whole job").
   for threads in 2 1; do job_bench --threads $threads; done | tee "$out/job.md"
   "$bench" --backend openmp --threads 2 --csv "$out/openmp-2.csv"
   "$bench" --backend openmp --threads 1 --csv "$out/openmp-1.csv"
   "$bench" --backend serial --csv "$out/serial.csv"
+  small_calls
   # The access patterns themselves, without kembed (docs/PERFORMANCE.md, "ceilings").
   # Sizes as the grid's T = 1e6 points: d = 128 (512 MB of dy) and d = 512 (2 GB).
   rm -f "$out/ceilings.csv"

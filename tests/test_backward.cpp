@@ -348,7 +348,7 @@ INSTANTIATE_TEST_SUITE_P(Plans, Carry, ::testing::ValuesIn(all_plans), [](::test
 });
 
 // Small calls continuing a gradient in place on a table far larger than the call
-// (the listed-rows path, on the calling thread below caller_positions): every mode
+// (the listed-rows path, on the calling thread up to 1500, in parallel at 3000): every mode
 // and scaling, chained call by call against the oracle, -0.0 kept in untouched rows.
 struct SmallCallCase {
   Mode mode;
@@ -507,7 +507,7 @@ std::vector<SmallCallCase> small_call_cases() {
   std::vector<SmallCallCase> out;
   for (Mode mode : {Mode::identical, Mode::deterministic})
     for (FreqScale scale : {FreqScale::none, FreqScale::call, FreqScale::batch})
-      for (std::int64_t call : {1, 7, 97, 1500}) out.push_back({mode, scale, call});
+      for (std::int64_t call : {1, 7, 97, 1500, 3000}) out.push_back({mode, scale, call});
   return out;
 }
 INSTANTIATE_TEST_SUITE_P(Listed, SmallCalls, ::testing::ValuesIn(small_call_cases()),

@@ -131,8 +131,7 @@ TEST_F(Labels, SmallInPlaceCallsFoldOnlyTheirListedRows) {
   o.mode = Mode::deterministic;
   auto const layer = Layer::backward_only(TEST_EXECSPACE(), v, d, o);
   auto const grad = make_matrix(TEST_EXECSPACE(), "kembed::gradient", v, d);
-  bool const host = std::is_same_v<Layer::memory_space, Kokkos::HostSpace>;
-  for (std::int64_t t : {std::int64_t{3}, detail::caller_positions + 1}) {
+  for (std::int64_t t : {std::int64_t{3}, detail::caller_positions + 1}) {  // past both rules at d = 4
     auto const ids_h = synthetic::zipf_ids(v, t, 1.1, 5);
     auto const dy_h = synthetic::uniform_floats(t * d, 6);
     Kokkos::View<std::int64_t*, Layer::memory_space> ids("ids", t);
@@ -142,7 +141,8 @@ TEST_F(Labels, SmallInPlaceCallsFoldOnlyTheirListedRows) {
                               dy_h.data(), t, d));
     kernels().clear();
     layer.backward(TEST_EXECSPACE(), Layer::ids64_type(ids), dy, grad, grad);
-    bool const caller = host && t <= detail::caller_positions;
+    bool const caller = detail::runs_on_caller(TEST_EXECSPACE(), t, d);
+    EXPECT_EQ(caller, detail::Tiles<TEST_EXECSPACE>::host && t == 3) << "T = " << t;
     EXPECT_EQ(regions().count(caller ? "kembed::backward[deterministic,sort,listed,caller]"
                                      : "kembed::backward[deterministic,sort,listed]"),
               1u)

@@ -379,7 +379,7 @@ class Embedding {
 
   template <class IdView>
   void forward_impl(ExecutionSpace const& space, IdView const& ids, matrix_type const& y) const {
-    check_ids_shape(Shape{std::int64_t(ids.extent(0))});
+    if (ids.extent(0) < 1) check_ids_shape(Shape{0});  // the message; a Shape allocates
     check_matrix("y", y, ids.extent(0), config_.embedding_dim, "ids.size(), embedding_dim");
     require_table();
     if (config_.renormalises()) {
@@ -431,7 +431,7 @@ class Embedding {
                                    sparse_type const& carry, batch_counts_type const& batch_counts) const {
     auto const v = config_.num_embeddings, d = config_.embedding_dim;
     std::int64_t const t = ids.extent(0);
-    check_ids_shape(Shape{t});
+    if (t < 1) check_ids_shape(Shape{t});  // the message; a Shape allocates
     check_matrix("dy", dy, t, d, "ids.size(), embedding_dim");
     check_batch_counts_view(batch_counts);
     if (carry.values.data() != nullptr || carry.rows.data() != nullptr) detail::check_sparse_rows(space, carry, v, d, "carry");
@@ -450,16 +450,18 @@ class Embedding {
                                   sparse_carry_type& carry, batch_counts_type const& batch_counts) const {
     auto const v = config_.num_embeddings, d = config_.embedding_dim;
     std::int64_t const t = ids.extent(0);
-    check_ids_shape(Shape{t});
+    if (t < 1) check_ids_shape(Shape{t});  // the message; a Shape allocates
     check_matrix("dy", dy, t, d, "ids.size(), embedding_dim");
     check_batch_counts_view(batch_counts);
     if (std::int64_t(carry.slot_of.extent(0)) != v || std::int64_t(carry.values.extent(1)) != d)
       throw InvalidArgument("carry", "the sparse carry was made for another shape than (" + std::to_string(v) + ", " +
                                          std::to_string(d) + ")");
+    if constexpr (std::is_same_v<memory_space, Kokkos::HostSpace>)
+      if (t <= detail::early_rows) detail::prefetch_first_rows(ids, carry.slot_of);  // as backward_impl's
     detail::check_ids(space, ids, v);
     detail::check_finite(space, dy, "dy", "position");  // folded in place: checked first
     detail::HostIsa const isa = detail::Tiles<ExecutionSpace>::host ? detail::host_isa() : detail::HostIsa::baseline;
-    bool const on_caller = detail::runs_on_caller<ExecutionSpace>(t);
+    bool const on_caller = detail::runs_on_caller(space, t, d);
     detail::ScopedRegion region(sparse_carry_label(config_.mode, on_caller));
     if (on_caller)  // within this call: views without reference counts
       detail::backward_sparse_carry(space, detail::unmanaged(ids), detail::unmanaged(dy), carry,
@@ -477,7 +479,7 @@ class Embedding {
     auto const v = config_.num_embeddings, d = config_.embedding_dim;
     std::int64_t const t = ids.extent(0);
     // Every check runs before anything is written: bad input changes nothing.
-    check_ids_shape(Shape{t});
+    if (t < 1) check_ids_shape(Shape{t});  // the message; a Shape allocates
     check_matrix("dy", dy, t, d, "ids.size(), embedding_dim");
     check_matrix("grad", grad, v, d, "num_embeddings, embedding_dim");
     bool const has_carry = carry.data() != nullptr;
@@ -487,6 +489,8 @@ class Embedding {
                                           std::to_string(v) + " (num_embeddings)");
     }
     check_batch_counts_view(batch_counts);
+    if constexpr (std::is_same_v<memory_space, Kokkos::HostSpace>)
+      if (carry.data() == grad.data() && t <= detail::early_rows) detail::prefetch_first_rows(ids, grad);
     detail::check_ids(space, ids, v);
     // A carry given as `grad` itself continues this layer's own output, which may
     // hold +-inf where a sum overflowed; only a separate carry is checked.
@@ -519,7 +523,7 @@ class Embedding {
     bool const listed = in_place && mode != Mode::fast && t <= v / detail::listed_rows_ratio &&
                         (plan == Plan::sort || config_.plan == Plan::automatic);
     if (listed) {
-      bool const on_caller = detail::runs_on_caller<ExecutionSpace>(t);
+      bool const on_caller = detail::runs_on_caller(space, t, d);
       detail::ScopedRegion region(listed_label(mode, scaled, on_caller));
       if (on_caller)  // within this call: views without reference counts
         detail::backward_listed(space, detail::unmanaged(ids), detail::unmanaged(dy), detail::unmanaged(carry),

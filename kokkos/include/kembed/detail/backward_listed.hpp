@@ -17,16 +17,41 @@
 namespace kembed::detail {
 
 // The listed index is used where T * 8 <= V (the full index would be mostly empty
-// rows), and on host backends a call of at most caller_positions positions runs on
-// the calling thread: below that a parallel launch cost more than the call
-// (bench/small_calls_bench.cpp; docs/PERFORMANCE.md, "Small calls").
+// rows). On host memory a small call runs on the calling thread, where the
+// parallel path's radix passes and launches (13-30 us) cost more than the call:
+// with several threads while T x (d + 16) <= caller_work (the crossover was at
+// T = 1024-2048 for d = 16 and 256-512 for d = 128, 2 threads, V = 1e6), with one
+// while T <= caller_positions (crossovers 1024-2048 and 2048-4096; past them the
+// caller's std::sort loses to the radix passes). kembed-small-calls-bench --threshold.
 inline constexpr std::int64_t listed_rows_ratio = 8;
-inline constexpr std::int64_t caller_positions = 1024;
+inline constexpr std::int64_t caller_work = 32 * 1024;
+inline constexpr std::int64_t caller_positions = 2048;
 
-// Whether a call of t positions on a (v, d) gradient runs on the calling thread.
+// Whether a call of t positions, d columns, runs on the calling thread.
 template <class ExecutionSpace>
-constexpr bool runs_on_caller(std::int64_t t) {
-  return std::is_same_v<typename ExecutionSpace::memory_space, Kokkos::HostSpace> && t <= caller_positions;
+bool runs_on_caller(ExecutionSpace const& space, std::int64_t t, std::int64_t d) {
+  if (!std::is_same_v<typename ExecutionSpace::memory_space, Kokkos::HostSpace>) return false;
+  return space.concurrency() <= 1 ? t <= caller_positions : t * (d + 16) <= caller_work;
+}
+
+// A small call on the calling thread waits for its scattered rows' memory, which no
+// prefetcher predicts: asking for the first positions' rows as the call starts
+// overlaps those misses with its checks (ids not yet checked are skipped, never
+// addressed). Calls of 7 at V = 1e6, d = 4, one thread: 106 -> 58 ns a position.
+inline constexpr std::int64_t early_rows = 16;
+template <class IdView, class View>
+void prefetch_first_rows(IdView const& ids, View const& m) {  // m: rows x d, or one entry per row
+  std::int64_t const t = std::int64_t(ids.extent(0)) < early_rows ? std::int64_t(ids.extent(0)) : early_rows;
+  auto const v = static_cast<std::uint64_t>(m.extent(0));
+  for (std::int64_t p = 0; p < t; ++p) {
+    auto const r = static_cast<std::int64_t>(ids(p));
+    if (static_cast<std::uint64_t>(r) >= v) continue;
+    if constexpr (View::rank == 1) {
+      prefetch(&m(r));
+    } else {
+      for (std::int64_t c = 0; c < std::int64_t(m.extent(1)); c += line_floats) prefetch(&m(r, c));
+    }
+  }
 }
 
 // unique_rows on the calling thread, for small calls in host memory: one sort of

@@ -7,6 +7,7 @@
 // Each slot's sum starts from +0.0 and takes its row's terms in ascending position
 // order across calls, so it is bit for bit the merged sparse gradient's row.
 #include <kembed/detail/backward_listed.hpp>
+#include <kembed/detail/memory.hpp>
 
 #include <type_traits>
 
@@ -56,10 +57,14 @@ void reserve_slots(ExecutionSpace const& space, Carry& c, std::int64_t need) {
   std::int64_t capacity = c.values.extent(0);
   if (need <= capacity) return;
   while (capacity < need) capacity = capacity < 64 ? 64 : 2 * capacity;
-  typename Carry::Index rows(Kokkos::view_alloc(space, "kembed::sparse_carry::rows"), capacity);
-  typename Carry::Index counts(Kokkos::view_alloc(space, "kembed::sparse_carry::counts"), capacity);
-  typename Carry::Values values(Kokkos::view_alloc(space, "kembed::sparse_carry::values"), capacity,
-                                c.values.extent(1));
+  // Slots past the used ones are written when assigned; huge pages for the values,
+  // which a stream of new rows fills at random (as make_matrix's buffers).
+  typename Carry::Index rows(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kembed::sparse_carry::rows"),
+                             capacity);
+  typename Carry::Index counts(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kembed::sparse_carry::counts"), capacity);
+  typename Carry::Values values = uninitialized_matrix(space, "kembed::sparse_carry::values", capacity,
+                                                       c.values.extent(1));
   auto const used = std::make_pair(std::int64_t{0}, c.size);
   Kokkos::deep_copy(space, Kokkos::subview(rows, used), Kokkos::subview(c.row_of_slot, used));
   Kokkos::deep_copy(space, Kokkos::subview(counts, used), Kokkos::subview(c.counts, used));
