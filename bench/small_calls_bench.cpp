@@ -8,7 +8,10 @@
 // enough to zero between runs).
 //
 //   kembed-small-calls-bench [--rows 1e4,1e5,1e6,1e7] [--dim 4,16,128] [--positions 2e5]
-//                            [--microbatch 1,7,97,4096] [--csv FILE] [--baseline FILE]
+//                            [--microbatch 1,7,97,4096] [--modes deterministic,call] [--plan P]
+//                            [--csv FILE] [--baseline FILE]
+// --modes: `identical` (plain identical mode, its plan --plan), `deterministic`,
+// `call` (identical with scale_grad_by_freq=call).
 //   kembed-small-calls-bench --threshold [--rows V] [--dim D]
 // --baseline: the CSV of another run (one thread, say); each line then also shows
 // this run's time over that run's at the same point.
@@ -112,6 +115,8 @@ int main(int argc, char** argv) {
   long long t = 200000;
   std::string csv_path, baseline_path;
   bool threshold = false, rows_given = false, dims_given = false;
+  std::vector<std::string> modes{"deterministic", "call"};
+  kembed::Plan plan = kembed::Plan::automatic;
   try {
     kembed::bench::for_each_option(argc, argv, [&](std::string const& a, auto&& value) {
       if (a == "--rows")
@@ -128,10 +133,20 @@ int main(int argc, char** argv) {
         baseline_path = value();
       else if (a == "--threshold")
         threshold = true;
-      else
+      else if (a == "--plan")  // mode identical's plan (the others sort)
+        plan = kembed::parse_plan(value());
+      else if (a == "--modes") {
+        modes.clear();
+        std::stringstream in(value());
+        for (std::string m; std::getline(in, m, ',');) {
+          if (m != "identical" && m != "deterministic" && m != "call")
+            throw std::invalid_argument("--modes takes identical, deterministic and call, got '" + m + "'");
+          modes.push_back(m);
+        }
+      } else
         throw std::invalid_argument("unknown option " + a +
                                     " (use --rows LIST --dim LIST --positions T --microbatch LIST --csv FILE"
-                                    " --baseline FILE --threshold)");
+                                    " --baseline FILE --modes LIST --plan P --threshold)");
     });
   } catch (std::exception const& e) {
     std::fprintf(stderr, "kembed-small-calls-bench: %s\n", e.what());
@@ -160,11 +175,12 @@ int main(int argc, char** argv) {
       for (long long i = 0; i < t * d; ++i) dy.data()[i] = float((i * 7) % 1024) / 1024.0f - 0.5f;
       auto const grad = kembed::make_matrix(space, "kembed::bench::grad", v, d);
       bool const check = v * d <= (1LL << 27);  // zero and compare where that is cheap
-      for (std::string const mode : {"deterministic", "call"}) {
+      for (std::string const& mode : modes) {
         kembed::Options o;
+        o.plan = plan;
         if (mode == "deterministic")
           o.mode = kembed::Mode::deterministic;
-        else
+        else if (mode == "call")
           o.scale_grad_by_freq = kembed::FreqScale::call;
         auto const layer = Layer::backward_only(space, v, d, o);
         std::map<std::string, double> at_widest;

@@ -407,6 +407,40 @@ TEST_P(SmallCalls, InPlaceCallsEqualTheOracleCallByCall) {
   EXPECT_TRUE(same_bits(got, want));
 }
 
+// Not in place, the same calls write every row of the output (NaN before), from a
+// separate carry or from +0.0.
+TEST_P(SmallCalls, ASeparateOutputGetsEveryRow) {
+  auto const [mode, scale, call] = GetParam();
+  std::int64_t const v = 40000, d = 5;
+  auto const ids = synthetic::zipf_ids(v, call, 1.05, 46);
+  auto const dy = synthetic::uniform_floats(call * d, 47);
+  auto carry = synthetic::uniform_floats(v * d, 48);
+  for (std::int64_t r = 5; r < v; r += 89) carry[r * d + 2] = -0.0f;
+  Options options;
+  options.mode = mode;
+  options.scale_grad_by_freq = scale;
+  options.padding_idx = 3;
+  auto const config = make_config(v, d, options);
+  auto const batch = reference::counts(v, IdsRef(ids));
+  std::int64_t const* const batch_h = scale == FreqScale::batch ? batch.data() : nullptr;
+  auto const layer = Layer::backward_only(TEST_EXECSPACE(), v, d, options);
+  Layer::batch_counts_type const batch_d = copy_of(batch.data(), v);
+  std::vector<float> const nan(std::size_t(v * d), std::numeric_limits<float>::quiet_NaN());
+  for (bool const with_carry : {false, true}) {
+    auto const grad = copy_of(nan.data(), v, d);
+    Layer::const_matrix_type const carry_d = with_carry ? copy_of(carry.data(), v, d) : Layer::matrix_type();
+    layer.backward(TEST_EXECSPACE(), copy_of(ids.data(), call), copy_of(dy.data(), call, d), grad, carry_d, {},
+                   scale == FreqScale::batch ? batch_d : Layer::batch_counts_type());
+    float const* const from = with_carry ? carry.data() : nullptr;
+    auto const want = mode == Mode::identical
+                          ? reference::backward_identical(config, IdsRef(ids), dy.data(), from, batch_h)
+                          : reference::backward_deterministic(config, IdsRef(ids), dy.data(), from, batch_h);
+    std::vector<float> got(want.size());
+    Kokkos::deep_copy(HostMatrix(got.data(), v, d), grad);
+    EXPECT_TRUE(same_bits(got, want)) << (with_carry ? "from a carry" : "from +0.0");
+  }
+}
+
 TEST_P(SmallCalls, ABadCallChangesNothing) {
   auto const [mode, scale, call] = GetParam();
   std::int64_t const v = 40000, d = 3;
