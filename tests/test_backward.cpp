@@ -357,6 +357,14 @@ struct SmallCallCase {
 };
 class SmallCalls : public ::testing::TestWithParam<SmallCallCase> {};
 
+Options small_call_options(Mode mode, FreqScale scale, std::int64_t padding_idx) {
+  Options o;
+  o.mode = mode;
+  o.scale_grad_by_freq = scale;
+  o.padding_idx = padding_idx;
+  return o;
+}
+
 // Copies in the layer's memory (create_mirror_view_and_copy would alias host memory).
 Layer::matrix_type copy_of(float const* data, std::int64_t rows, std::int64_t cols) {
   Layer::matrix_type m("m", rows, cols);
@@ -376,10 +384,7 @@ TEST_P(SmallCalls, InPlaceCallsEqualTheOracleCallByCall) {
   auto const dy = synthetic::uniform_floats(t * d, 42);
   auto want = synthetic::uniform_floats(v * d, 43);
   for (std::int64_t r = 7; r < v; r += 97) want[r * d + 1] = -0.0f;  // a sign no rewrite would keep
-  Options options;
-  options.mode = mode;
-  options.scale_grad_by_freq = scale;
-  options.padding_idx = 3;
+  auto const options = small_call_options(mode, scale, 3);
   auto const config = make_config(v, d, options);
   auto const batch = reference::counts(v, IdsRef(ids));
   std::int64_t const* const batch_h = scale == FreqScale::batch ? batch.data() : nullptr;
@@ -416,10 +421,7 @@ TEST_P(SmallCalls, ASeparateOutputGetsEveryRow) {
   auto const dy = synthetic::uniform_floats(call * d, 47);
   auto carry = synthetic::uniform_floats(v * d, 48);
   for (std::int64_t r = 5; r < v; r += 89) carry[r * d + 2] = -0.0f;
-  Options options;
-  options.mode = mode;
-  options.scale_grad_by_freq = scale;
-  options.padding_idx = 3;
+  auto const options = small_call_options(mode, scale, 3);
   auto const config = make_config(v, d, options);
   auto const batch = reference::counts(v, IdsRef(ids));
   std::int64_t const* const batch_h = scale == FreqScale::batch ? batch.data() : nullptr;
@@ -473,10 +475,7 @@ TEST_P(SmallCalls, ASparseCarryEqualsTheChainedSparseGradient) {
   std::int64_t const v = 40000, d = 5, t = 3 * call + 11;
   auto const ids = synthetic::zipf_ids(v, t, 1.05, 51);
   auto const dy = synthetic::uniform_floats(t * d, 52);
-  Options options;
-  options.mode = mode;
-  options.scale_grad_by_freq = scale;
-  options.padding_idx = 0;  // Zipf's hottest row
+  auto const options = small_call_options(mode, scale, 0);  // padding: Zipf's hottest row
   auto const config = make_config(v, d, options);
   auto const batch = reference::counts(v, IdsRef(ids));
   std::int64_t const* const batch_h = scale == FreqScale::batch ? batch.data() : nullptr;
