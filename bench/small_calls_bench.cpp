@@ -73,6 +73,25 @@ double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
+// One stream: T positions in calls of m, each continuing `grad` in place (dense)
+// or `carry`, over views of the caller's memory, as the batch job and the Python
+// module pass them (a managed subview's reference count cost a one-position call 1.3x).
+void fold_stream(Layer const& layer, Space const& space, std::int64_t const* ids, float const* dy, long long t,
+                 long long d, long long m, bool dense, Layer::matrix_type const& grad,
+                 Layer::sparse_carry_type& carry) {
+  for (long long p = 0; p < t; p += m) {
+    long long const n = std::min(t - p, m);
+    Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> const part(ids + p, n);
+    Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> const dy_part(
+        dy + p * d, n, d);
+    if (dense)
+      layer.backward(space, part, dy_part, grad, grad);
+    else
+      layer.backward_sparse(space, part, dy_part, carry);
+  }
+  space.fence();
+}
+
 }  // namespace
 
 // --threshold: one call of T positions through the listed path on the calling
@@ -194,20 +213,7 @@ int main(int argc, char** argv) {
               if (kind == "dense" && check) Kokkos::deep_copy(grad, 0.0f);
               carry = layer.sparse_carry(space);
               auto const t0 = clock_type::now();
-              for (long long p = 0; p < t; p += m) {
-                // Views of the caller's memory, as the batch job and the Python module pass
-                // (a managed subview's reference count would cost a one-position call 1.3x).
-                long long const n = std::min(t - p, m);
-                Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> const part(ids.data() + p,
-                                                                                                         n);
-                Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> const
-                    dy_part(dy.data() + p * d, n, d);
-                if (kind == "dense")
-                  layer.backward(space, part, dy_part, grad, grad);
-                else
-                  layer.backward_sparse(space, part, dy_part, carry);
-              }
-              space.fence();
+              fold_stream(layer, space, ids.data(), dy.data(), t, d, m, kind == "dense", grad, carry);
               s = std::min(s, seconds_since(t0));
             }
             results.emplace_back(kind, m, s);
