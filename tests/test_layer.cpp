@@ -134,7 +134,7 @@ TEST(MakeMatrix, ZeroedLabelledAndAdvisedForHugePages) {
 #endif
 }
 
-// The host's streaming-store path runs only for outputs of 128 MiB and more: here
+// The host's streaming-store path runs only for outputs of 64 MiB and more: here
 // it is forced on small outputs, with rows that are and are not 16-byte aligned.
 TEST(Forward, StreamingStoresGiveTheSameBits) {
   for (std::int64_t d : {16, 17, 3}) {
@@ -150,6 +150,59 @@ TEST(Forward, StreamingStoresGiveTheSameBits) {
     auto const y_h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
     std::vector<float> got(y_h.data(), y_h.data() + t * d);
     EXPECT_TRUE(same_bits(got, reference::forward(table.data(), layer.config(), IdsRef(ids)))) << "d = " << d;
+  }
+}
+
+// The bucket plan writes small gradients that few positions hit with ordinary
+// stores, others with streaming stores: here both store paths run (stream_bytes 0
+// forces streaming) on gradients whose buckets are sparse and dense, rows that are
+// and are not 16-byte aligned, with and without a carry and a padding row.
+TEST(Backward, BucketStreamingAndCachedStoresGiveTheSameBits) {
+  using Matrix = typename Layer::matrix_type;
+  using HostConstMatrix = Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  struct Size {
+    std::int64_t v, t;
+  };
+  Size const sizes[] = {{3000, 40}, {3000, 5000}, {200000, 3000}};
+  for (Size const size : sizes) {
+    for (std::int64_t d : {16, 17, 3}) {
+      for (bool with_carry : {false, true}) {
+        std::int64_t const v = size.v, t = size.t;
+        auto const ids = synthetic::zipf_ids(v, t, 1.1, 5);
+        auto const dy = synthetic::uniform_floats(t * d, 6);
+        auto const carry = test::table_for(v, d, 8);
+        Options options;
+        options.padding_idx = 2;
+        Config const config = make_config(v, d, options);
+        auto const want =
+            reference::backward_identical(config, IdsRef(ids), dy.data(), with_carry ? carry.data() : nullptr);
+        auto const ids_d = Kokkos::create_mirror_view_and_copy(
+            typename Layer::memory_space(),
+            Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(ids.data(), t));
+        auto const dy_d =
+            Kokkos::create_mirror_view_and_copy(typename Layer::memory_space(), HostConstMatrix(dy.data(), t, d));
+        typename Layer::const_matrix_type carry_d;
+        if (with_carry)
+          carry_d =
+              Kokkos::create_mirror_view_and_copy(typename Layer::memory_space(), HostConstMatrix(carry.data(), v, d));
+        for (std::int64_t stream_bytes : {std::int64_t{0}, std::int64_t{1} << 62}) {
+          Matrix grad("grad", v, d);
+          Kokkos::deep_copy(grad, std::nanf(""));
+          typename Layer::counts_type counts("counts", v);
+          bool const bad = detail::backward_bucket(TEST_EXECSPACE(), ids_d, dy_d, carry_d, grad, counts, 2,
+                                                   detail::host_isa(), stream_bytes);
+          EXPECT_FALSE(bad);
+          auto const grad_h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
+          std::vector<float> got(grad_h.data(), grad_h.data() + v * d);
+          EXPECT_TRUE(same_bits(got, want)) << "V = " << v << ", T = " << t << ", d = " << d << ", carry " << with_carry
+                                            << ", stream_bytes " << stream_bytes;
+          auto const counts_h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), counts);
+          std::vector<std::int64_t> n(v, 0);
+          for (auto id : ids) ++n[id];
+          EXPECT_TRUE(std::equal(n.begin(), n.end(), counts_h.data()));
+        }
+      }
+    }
   }
 }
 

@@ -77,6 +77,15 @@ KOKKOS_INLINE_FUNCTION bool mark_row(Bits const& bits, std::int64_t row) {
   return fresh;
 }
 
+// On the host a gradient is written with ordinary stores (left in the cache, as
+// torch's memset leaves it) while it is at most 64 MiB and the call hits few of its
+// rows (T <= V / 64), else with streaming stores. Measured on 2 cores against
+// streaming, same sitting (docs/PERFORMANCE.md, "Stores and prefetches"): 0.90-0.96x
+// the time at T = 1e3, V = 1e5, d = 64 and 128; but 1.1-1.3x slower at V = 1e5, d = 64,
+// T = 1e5 and V = 1e6, d = 16, T = 1e5, where dy's rows push the gradient out anyway.
+inline constexpr std::int64_t grad_stream_bytes = std::int64_t{64} << 20;
+inline constexpr std::int64_t grad_cached_rows_per_position = 64;
+
 template <class ExecutionSpace>
 struct BucketBudget {
   // Host: a quarter of a typical L2, so the slice stays put while dy streams by.
@@ -84,10 +93,12 @@ struct BucketBudget {
   static constexpr std::int64_t bytes = Tiles<ExecutionSpace>::host ? 256 * 1024 : 32 * 1024;
 };
 
-// Returns whether any dy term was NaN or +-inf (see fold_identical).
+// Returns whether any dy term was NaN or +-inf (see fold_identical). Gradients over
+// `stream_bytes`, or hit by more than V / 64 positions, are streamed on the host.
 template <class ExecutionSpace, class IdView, class Dy, class Carry, class Grad, class Counts>
 bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& dy, Carry const& carry, Grad const& grad,
-                     Counts const& counts, std::int64_t padding_idx, HostIsa isa) {
+                     Counts const& counts, std::int64_t padding_idx, HostIsa isa,
+                     std::int64_t stream_bytes = grad_stream_bytes) {
   std::int64_t const v = grad.extent(0);
   std::int64_t const d = grad.extent(1);
   std::int64_t const t = ids.extent(0);
@@ -95,6 +106,8 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
   bool const has_carry = carry.data() != nullptr;
   bool const has_counts = counts.data() != nullptr;
   bool const in_place = has_carry && carry.data() == grad.data();
+  bool const stream =
+      v * d * std::int64_t(sizeof(float)) > stream_bytes || t > v / grad_cached_rows_per_position;
 
   BucketShape shape = bucket_rows(v, d, BucketBudget<ExecutionSpace>::bytes);
   int const shift = shape.shift;
@@ -214,7 +227,7 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
           team.team_barrier();
         }
         if (hits * sparse_hits < n_rows) {
-          // Sparse: rows no entry hits are written once, streamed; the hit rows are
+          // Sparse: rows no entry hits are written once (as below); the hit rows are
           // started in the gradient itself and the entries added there, in the same
           // order as in scratch. The scratch pass would cost more than the fold.
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, mine), [&](std::int64_t i) {
@@ -224,9 +237,9 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
             if (keep && in_place) return;  // already holds its carry
             if (Tiles<ExecutionSpace>::host && !row_marked(hit, row)) {
               if (keep)
-                stream_copy(&grad(r, 0), &carry(r, 0), d);
+                stream ? stream_copy(&grad(r, 0), &carry(r, 0), d) : cached_copy(&grad(r, 0), &carry(r, 0), d);
               else
-                stream_zero(&grad(r, 0), d);
+                stream ? stream_zero(&grad(r, 0), d) : cached_zero(&grad(r, 0), d);
             } else {
               Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, d),
                                    [&](std::int64_t c) { grad(r, c) = keep ? carry(r, c) : 0.0f; });
@@ -263,9 +276,9 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
             [&](std::int64_t row, std::int64_t c, float x) { acc(row * dc + c - c0) = acc(row * dc + c - c0) + x; },
             [&](std::int64_t row, std::int64_t c, float x) { acc(row * dc + c - c0) = 0.0f + x; });
         team.team_barrier();
-        // Every gradient row written once, by streaming stores where the host has
-        // them, its sums tested on the way (the padding row's terms were summed and
-        // tested, then dropped).
+        // Every gradient row written once (streamed where the host can and the
+        // gradient would not stay in cache), its sums tested on the way (the
+        // padding row's terms were summed and tested, then dropped).
         bool const check = !in_place;
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, mine), [&](std::int64_t i) {
           std::int64_t const row = first + i * step;
@@ -276,9 +289,10 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
               grad(r0 + row, c0 + c) = 0.0f;
             }
           } else if (untouched) {
-            stream_zero(&grad(r0 + row, c0), dc);
+            stream ? stream_zero(&grad(r0 + row, c0), dc) : cached_zero(&grad(r0 + row, c0), dc);
           } else if (Tiles<ExecutionSpace>::host) {
-            int const bad_row = stream_copy(&grad(r0 + row, c0), &acc(row * dc), dc);
+            int const bad_row = stream ? stream_copy(&grad(r0 + row, c0), &acc(row * dc), dc)
+                                       : cached_copy(&grad(r0 + row, c0), &acc(row * dc), dc);
             if (check) flag |= bad_row;
           } else {
             Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, dc), [&](std::int64_t c) {

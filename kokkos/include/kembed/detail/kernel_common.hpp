@@ -156,6 +156,18 @@ KOKKOS_INLINE_FUNCTION void stream_zero(float* dst, std::int64_t n) {
 #endif
   for (; k < n; ++k) dst[k] = 0.0f;
 }
+// The same with ordinary stores, which leave an output that fits the cache in it.
+KOKKOS_INLINE_FUNCTION int cached_copy(float* dst, float const* src, std::int64_t n) {
+  int flag = 0;
+  for (std::int64_t k = 0; k < n; ++k) {
+    dst[k] = src[k];
+    flag |= non_finite(src[k]);
+  }
+  return flag;
+}
+KOKKOS_INLINE_FUNCTION void cached_zero(float* dst, std::int64_t n) {
+  for (std::int64_t k = 0; k < n; ++k) dst[k] = 0.0f;
+}
 KOKKOS_INLINE_FUNCTION void stream_fence() {
 #ifdef KEMBED_HOST_STREAM_STORES
   _mm_sfence();
