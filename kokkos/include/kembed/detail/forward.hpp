@@ -9,16 +9,19 @@
 
 namespace kembed::detail {
 
-// Outputs at least this large are written with streaming stores on the host.
-// Measured on 2 cores (docs/PERFORMANCE.md): streaming made 512 MB outputs 1.5-2x
-// faster, was even at 51 MB, and slower at 6-64 MB, which the cache still holds.
-inline constexpr std::int64_t forward_stream_bytes = std::int64_t{128} << 20;
-// Rows of at least 512 bytes stream from 48 MiB: on the AMD host (32 MiB of L3 per
-// chiplet) a 51 MB output of 512-byte rows was written 1.4x faster at 1 thread and
-// 1.1-1.4x at 2, where 64 and 128 MB outputs of 64- and 128-byte rows were 1.1-1.2x
-// slower streamed.
-inline constexpr std::int64_t forward_stream_bytes_wide = std::int64_t{48} << 20;
-inline constexpr std::int64_t forward_wide_row_floats = 128;
+// Host outputs of at least this many bytes are written with streaming stores, smaller
+// ones with ordinary stores (which leave them in the cache). Measured on the Intel
+// host, V = 1e6, Zipf, d = 64, 128, 512 alike, 1 and 2 threads (docs/PERFORMANCE.md,
+// "Stores and prefetches"): ordinary stores 1.1-1.4x faster up to 51 MB, even at 77 MB,
+// streaming 1.2-1.8x faster from 102 MB. (The AMD host, 32 MiB of L3 per chiplet,
+// had 512-byte rows gain from streaming at 51 MB.)
+inline constexpr std::int64_t forward_stream_bytes = std::int64_t{64} << 20;
+// Rows are fetched ahead unless the table is at most this large and the output is
+// not streamed: then the rows come from the cache anyway, and the prefetches only
+// compete with the output's stores. Same host, same sitting: without them V = 1e5,
+// T = 1e5, d = 64 and 128 took 0.83-0.93x the time (Zipf and uniform ids, 1 and 2
+// threads); with V = 1e6 uniform ids, 1.0-1.4x at T = 1e5 and 1.6-1.7x at T = 1e6.
+inline constexpr std::int64_t forward_prefetch_table_bytes = std::int64_t{64} << 20;
 
 // Throws kembed::IdOutOfRange (nothing written) if an id is outside [0, V).
 template <class ExecutionSpace, class IdView, class Table, class Out>
@@ -48,17 +51,17 @@ void forward(ExecutionSpace const& space, IdView const& ids, Table const& weight
         });
   } else {
     // Host: blocks of positions; each fetches the row prefetch_rows positions ahead
-    // (the reads are random rows, which no hardware prefetcher predicts) and, for
-    // large outputs, streams its rows out and fences once per block.
+    // where the table is not in cache (the reads are random rows, which no hardware
+    // prefetcher predicts) and, for large outputs, streams its rows out and fences
+    // once per block.
     constexpr std::int64_t block = 64, ahead = prefetch_rows;
-    std::int64_t const out_bytes = t * d * std::int64_t(sizeof(float));
-    bool const stream = out_bytes >= stream_bytes ||
-                        (d >= forward_wide_row_floats && out_bytes >= std::min(stream_bytes, forward_stream_bytes_wide));
+    bool const stream = t * d * std::int64_t(sizeof(float)) >= stream_bytes;
+    bool const fetch = stream || v * d * std::int64_t(sizeof(float)) > forward_prefetch_table_bytes;
     Kokkos::parallel_for(
         "kembed::forward", Range<ExecutionSpace>(space, 0, (t + block - 1) / block), KOKKOS_LAMBDA(std::int64_t b) {
           std::int64_t const end = (b + 1) * block < t ? (b + 1) * block : t;
           for (std::int64_t p = b * block; p < end; ++p) {
-            if (p + ahead < t) {
+            if (fetch && p + ahead < t) {
               auto const next = static_cast<std::int64_t>(ids(p + ahead));
               for (std::int64_t c = 0; c < d; c += line_floats) prefetch(&weight(next, c));
             }
