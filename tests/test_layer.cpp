@@ -212,8 +212,11 @@ TEST(Plans, AutoFollowsTheMeasuredRule) {
   using detail::auto_plan;
   std::int64_t const mib = 1 << 20, d = 16;  // 64-byte rows: n rows of 16 floats = n * 64 bytes
   // One thread: scan up to 32 MiB of gradient, or up to 256 MiB when dy is over
-  // 256 MiB; else bucket.
+  // 256 MiB, or up to 64 MiB when there are at most V/64 positions; else bucket.
   EXPECT_EQ(auto_plan(true, 1, mib / 2, d, 1), Plan::scan);
+  EXPECT_EQ(auto_plan(true, 1, mib, d, mib / 64), Plan::scan);
+  EXPECT_EQ(auto_plan(true, 1, mib, d, mib / 64 + 1), Plan::bucket);
+  EXPECT_EQ(auto_plan(true, 1, mib + 1, d, 1), Plan::bucket);
   EXPECT_EQ(auto_plan(true, 1, mib / 2, d, std::int64_t{1} << 62), Plan::scan);  // no overflow
   EXPECT_EQ(auto_plan(true, 1, mib / 2 + 1, d, 4 * mib), Plan::bucket);
   EXPECT_EQ(auto_plan(true, 1, mib / 2 + 1, d, 4 * mib + 1), Plan::scan);

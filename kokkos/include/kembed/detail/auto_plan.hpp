@@ -14,6 +14,8 @@ struct AutoThresholds {
   static constexpr std::int64_t scan_gradient = std::int64_t{32} << 20;
   static constexpr std::int64_t scan_large_dy = std::int64_t{256} << 20;
   static constexpr std::int64_t scan_large_dy_gradient = std::int64_t{256} << 20;
+  static constexpr std::int64_t scan_few_positions_gradient = std::int64_t{64} << 20;
+  static constexpr std::int64_t scan_few_positions_rows = 64;  // rows per position, at least
   // Several threads.
   static constexpr std::int64_t small_gradient = std::int64_t{2} << 20;
   static constexpr std::int64_t scan_tiny_dy = std::int64_t{256} << 10;
@@ -26,8 +28,10 @@ struct AutoThresholds {
 // - one thread: `scan` (one pass, nothing to sort) while the gradient is at most
 //   32 MiB, and also when dy exceeds 256 MiB and the gradient is at most 256 MiB
 //   (there the bucket plan's scattered dy reads cost more than the scan's gradient
-//   updates); else `bucket`. Fitted on three earlier runs, then confirmed on fresh
-//   ones (docs/PERFORMANCE.md);
+//   updates), and when the call has at most V/64 positions and the gradient is at
+//   most 64 MiB (the scan is then one memset and a short walk: V = 1e6, d = 16,
+//   T = 1e3 2.2 ms against the bucket plan's 2.8-9 ms; issue 35); else `bucket`.
+//   Fitted on three earlier runs, then confirmed on fresh ones (docs/PERFORMANCE.md);
 // - 2-4 threads, gradient at most 2 MiB: `scan` while dy is at most 256 KiB (one
 //   launch, no sort: a few microseconds), and from 4 MiB of dy where the scan
 //   splits the columns into slices of at most 64 floats (each thread streams its
@@ -57,7 +61,8 @@ inline Plan auto_plan(bool host, std::int64_t threads, std::int64_t v, std::int6
   auto const at_most = [&](std::int64_t rows, std::int64_t bytes) { return rows <= bytes / row_bytes; };
   if (threads <= 1) {
     bool const scan = at_most(v, K::scan_gradient) ||
-                      (!at_most(t, K::scan_large_dy) && at_most(v, K::scan_large_dy_gradient));
+                      (!at_most(t, K::scan_large_dy) && at_most(v, K::scan_large_dy_gradient)) ||
+                      (t <= v / K::scan_few_positions_rows && at_most(v, K::scan_few_positions_gradient));
     return scan ? Plan::scan : Plan::bucket;
   }
   if (threads > 4) return at_most(v, K::small_gradient) ? resolve_plan(Plan::automatic, v, t) : Plan::bucket;
