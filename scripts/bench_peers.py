@@ -3,11 +3,18 @@
 embedding forward and dense backward, and FBGEMM's CPU kernels where `fbgemm_gpu` is
 installed (its dense TBE module with PoolingMode.NONE, the split TBE's nobag forward,
 and its dense CPU backward). Bits compared by SHA-256 for every peer; times as ratios.
-Not run in CI (torch's wheel is several GB):
+Not run in CI (torch's wheel is several GB; with --no-deps and the four libraries its
+CPU import needs, as scripts/setup-python.sh does for torch 2.15, about 1.2 GB):
 
     python3 -m venv /tmp/peersenv && /tmp/peersenv/bin/pip install torch==2.14.* fbgemm-gpu-cpu==1.9.0 numpy
-    /tmp/peersenv/bin/python scripts/bench_peers.py build/openmp/bench/kembed-bench      # ~15 minutes
+    /tmp/peersenv/bin/python scripts/bench_peers.py build/openmp/bench/kembed-bench      # ~7 minutes
     /tmp/peersenv/bin/python scripts/bench_peers.py --table bench/results/peers.csv       # the doc's tables
+    # the whole kembed-bench grid against torch alone, reused buffers (~21 minutes; in
+    # 24 GiB the two points V = T = 1e6, d = 512 do not fit: kembed-bench holds 12 GB
+    # there, the torch process 8 GB, the inputs in /dev/shm 4 GB):
+    /tmp/peersenv/bin/python scripts/bench_peers.py build/openmp/bench/kembed-bench --peers torch --calls reused \
+        --rows 1000 100000 1000000 --dims 16 64 128 512 --positions 1000 100000 1000000 --uniform \
+        --csv bench/results/peers-grid.csv
 
 Every peer is timed two ways, because the allocator, not the kernel, decided much of
 the earlier comparison (glibc serves a block over 32 MiB with a fresh mmap, so an
@@ -28,6 +35,7 @@ so a slow minute of the shared machine lands on all of them alike.
 """
 import argparse
 import csv
+import ctypes
 import hashlib
 import json
 import os
@@ -73,6 +81,8 @@ def worker(kind):
     import numpy as np
     import torch
     try:
+        if os.environ.get("KEMBED_PEERS_NO_FBGEMM"):
+            raise ImportError("left out by --peers")
         from fbgemm_gpu.split_table_batched_embeddings_ops_common import PoolingMode
         from fbgemm_gpu.split_table_batched_embeddings_ops_training import DenseTableBatchedEmbeddingBagsCodegen
         fbgemm = True
@@ -83,6 +93,9 @@ def worker(kind):
         cmd = json.loads(line)
         if cmd["cmd"] == "load":
             s.clear()
+            # Hand the last point's buffers back: with freed pages kept (KEPT), the
+            # whole grid's largest points piled up to 15 GB and met the OOM killer.
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
             v, d, t, work = cmd["V"], cmd["d"], cmd["T"], pathlib.Path(cmd["dir"])
             s.update(v=v, d=d, t=t)
             s["ids"] = torch.from_numpy(np.fromfile(work / "ids.i64", dtype="<i8"))
@@ -130,10 +143,12 @@ def worker(kind):
 
 
 class Peer:
-    def __init__(self, kind):
+    def __init__(self, kind, fbgemm=True):
         env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
         if kind == "reused":
             env.update(KEPT)
+        if not fbgemm:
+            env["KEMBED_PEERS_NO_FBGEMM"] = "1"
         self.kind = kind
         self.allocator = "glibc, freed pages kept" if kind == "reused" else "glibc"
         # A peer gets every CPU whatever this process's mask (a parent's OMP_PROC_BIND).
@@ -187,7 +202,7 @@ def measure(a):
     work = pathlib.Path("/dev/shm/kembed-bench-peers")
     work.mkdir(parents=True, exist_ok=True)
     pathlib.Path(a.csv).parent.mkdir(parents=True, exist_ok=True)
-    peers = [Peer("reused"), Peer("fresh")]
+    peers = [Peer(call, fbgemm="fbgemm" in a.peers) for call in a.calls]
     rng = np.random.default_rng(2026)
     rows = []
     try:
@@ -257,12 +272,19 @@ def table(path):
     cols = [("forward", "torch"), ("forward", "fbgemm"), ("forward", "fbgemm-nobag"), ("backward", "torch"),
             ("backward", "fbgemm")]
     cols = [c for c in cols if any((r["op"], r["peer"]) == c for r in rows)]
+    both = len({p[3] for p in points}) > 1  # Zipf and uniform: say which row is which
+    key_head, key_rule = ("| V | d | T | ids |", "| --- | --- | --- | --- |") if both else ("| V | d | T |", "| --- | --- | --- |")
+
+    def key(v, d, t, ids):
+        return f"| {int(v):g} | {d} | {int(t):g} |" + (f" {ids} |" if both else "")
     lines = []
     for call in ("reused", "fresh"):
+        if not any(r["call"] == call and r["peer"] not in ("kembed", "memcpy") for r in rows):
+            continue  # a run with --calls that left this one out
         lines.append(f"\nPeer time / kembed time, peers {'writing into a reused buffer' if call == 'reused' else 'as usually called (fresh outputs, glibc)'}"
                      " (above 1: kembed faster; kembed ms in brackets):\n")
-        lines.append("| V | d | T | threads | " + " | ".join(f"{op} {peer}" for op, peer in cols) + " |")
-        lines.append("| --- | --- | --- | --- | " + " | ".join("---" for _ in cols) + " |")
+        lines.append(f"{key_head} threads | " + " | ".join(f"{op} {peer}" for op, peer in cols) + " |")
+        lines.append(f"{key_rule} --- | " + " | ".join("---" for _ in cols) + " |")
         for (v, d, t, ids) in points:
             for th in threads:
                 at = {(r["op"], r["peer"]): r for r in rows if (r["V"], r["d"], r["T"], r["ids"], r["threads"]) == (v, d, t, ids, th)
@@ -278,24 +300,25 @@ def table(path):
                 kb, kf = at[("backward", "kembed")], at[("forward", "kembed")]
                 cells[0] += f" ({kf['seconds'] * 1e3:.3g})"
                 cells[[c[0] for c in cols].index("backward")] += f" ({kb['seconds'] * 1e3:.3g})"
-                lines.append(f"| {int(v):g} | {d} | {int(t):g} | {th} | " + " | ".join(cells) + " |")
+                lines.append(f"{key(v, d, t, ids)} {th} | " + " | ".join(cells) + " |")
     # The second thread: kembed's backward against a memcpy of the same bytes.
     if len(threads) >= 2:
         lo, hi = threads[0], threads[-1]
         lines.append(f"\nSpeed-up from {lo} to {hi} threads (time at {lo} / time at {hi}):\n")
-        lines.append("| V | d | T | kembed backward | memcpy of its bytes | kembed forward | torch backward (reused) | FBGEMM backward |")
-        lines.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        lines.append(f"{key_head} kembed backward | memcpy of its bytes | kembed forward | torch backward (reused) | FBGEMM backward |")
+        lines.append(f"{key_rule} --- | --- | --- | --- | --- |")
         for (v, d, t, ids) in points:
             def up(op, peer, call="reused"):
                 got = {r["threads"]: r["seconds"] for r in rows if (r["V"], r["d"], r["T"], r["ids"], r["op"], r["peer"], r["call"]) == (v, d, t, ids, op, peer, call)}
                 return f"{got[lo] / got[hi]:.2f}" if lo in got and hi in got else "-"
-            lines.append(f"| {int(v):g} | {d} | {int(t):g} | {up('backward', 'kembed')} | {up('backward', 'memcpy')} | "
+            lines.append(f"{key(v, d, t, ids)} {up('backward', 'kembed')} | {up('backward', 'memcpy')} | "
                          f"{up('forward', 'kembed')} | {up('backward', 'torch')} | {up('backward', 'fbgemm')} |")
     bad = [r for r in rows if r["bits_equal"] == "False"]
     slower = [r for r in rows if r["peer"] not in ("kembed", "memcpy") and r["peer_over_kembed"] < 1]
     lines.append(f"\n{len(rows)} rows; other bits at {len(bad)}; a peer faster than kembed at {len(slower)}"
                  + (": " + "; ".join(f"{r['op']} {r['peer']} {r['call']} V={int(r['V']):g} d={r['d']} T={int(r['T']):g} "
-                                     f"{r['threads']} thr {r['peer_over_kembed']:.2f}" for r in slower) if slower else "") + ".")
+                                     + (f"{r['ids']} " if both else "")
+                                     + f"{r['threads']} thr {r['peer_over_kembed']:.2f}" for r in slower) if slower else "") + ".")
     return "\n".join(lines).lstrip("\n") + "\n"
 
 
@@ -307,6 +330,10 @@ def main():
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--uniform", action="store_true", help="uniform ids as well as Zipf")
+    p.add_argument("--peers", nargs="+", choices=["torch", "fbgemm"], default=["torch", "fbgemm"],
+                   help="fbgemm is used where installed, unless left out here")
+    p.add_argument("--calls", nargs="+", choices=["reused", "fresh"], default=["reused", "fresh"],
+                   help="the ways each peer is called (see above)")
     p.add_argument("--rows", type=int, nargs="+", help="V values (default 1e5 1e6)")
     p.add_argument("--dims", type=int, nargs="+", help="d values (default 64 128)")
     p.add_argument("--positions", type=int, nargs="+", help="T values (default 1e5 1e6)")

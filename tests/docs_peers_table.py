@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""docs/PERFORMANCE.md quotes the peers comparison between two markers; the text
-there must be exactly what `scripts/bench_peers.py --table bench/results/peers.csv`
-prints, so that the doc and the committed CSV cannot drift apart."""
+"""docs/PERFORMANCE.md quotes the peers comparisons between markers; the text there
+must be exactly what `scripts/bench_peers.py --table CSV` prints for each committed
+CSV, so that the doc and the results cannot drift apart."""
 import difflib
 import importlib.util
 import pathlib
@@ -11,15 +11,16 @@ root = pathlib.Path(sys.argv[1])
 spec = importlib.util.spec_from_file_location("bench_peers", root / "scripts" / "bench_peers.py")
 peers = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(peers)
-want = peers.table(root / "bench" / "results" / "peers.csv")
 doc = (root / "docs" / "PERFORMANCE.md").read_text()
-begin = "<!-- peers tables: scripts/bench_peers.py --table bench/results/peers.csv -->\n"
 end = "<!-- end of peers tables -->"
-if begin not in doc or end not in doc:
-    sys.exit("docs/PERFORMANCE.md has no peers tables between the markers")
-got = doc.split(begin, 1)[1].split(end, 1)[0]
-if got.strip() != want.strip():
-    sys.stdout.writelines(difflib.unified_diff(got.strip().splitlines(True), want.strip().splitlines(True),
-                                               "docs/PERFORMANCE.md", "bench_peers.py --table"))
-    sys.exit("docs/PERFORMANCE.md's peers tables differ from bench/results/peers.csv")
-print(f"docs/PERFORMANCE.md's peers tables match bench/results/peers.csv ({len(want.splitlines())} lines)")
+for csv in ("bench/results/peers.csv", "bench/results/peers-grid.csv"):
+    want = peers.table(root / csv)
+    begin = f"<!-- peers tables: scripts/bench_peers.py --table {csv} -->\n"
+    if begin not in doc or end not in doc.split(begin, 1)[-1]:
+        sys.exit(f"docs/PERFORMANCE.md has no tables of {csv} between the markers")
+    got = doc.split(begin, 1)[1].split(end, 1)[0]
+    if got.strip() != want.strip():
+        sys.stdout.writelines(difflib.unified_diff(got.strip().splitlines(True), want.strip().splitlines(True),
+                                                   "docs/PERFORMANCE.md", f"bench_peers.py --table {csv}"))
+        sys.exit(f"docs/PERFORMANCE.md's tables differ from {csv}")
+    print(f"docs/PERFORMANCE.md's tables match {csv} ({len(want.splitlines())} lines)")
