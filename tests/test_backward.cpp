@@ -14,6 +14,7 @@ namespace {
 
 using Layer = Embedding<TEST_EXECSPACE>;
 using test::Batch;
+using test::Input;
 using test::IdsHolder;
 using test::same_bits;
 using test::same_values;
@@ -29,14 +30,14 @@ namespace {
 
 constexpr Plan all_plans[] = {Plan::scan, Plan::sort, Plan::bucket, Plan::automatic};
 
-class Catalogue : public ::testing::TestWithParam<Batch> {};
+class Catalogue : public ::testing::TestWithParam<Input> {};
 
 Layer layer_for(Batch const& b, Plan plan, Mode mode, std::vector<float> const& table) {
   return Layer(b.rows, b.dim, FloatsRef(table.data(), Shape{b.rows, b.dim}), b.options(plan, mode));
 }
 
 TEST_P(Catalogue, IdenticalEveryPlanEqualsTheOracle) {
-  auto const& b = GetParam();
+  auto const& b = GetParam().batch();
   IdsHolder ids(b);
   auto const table = test::table_for(b.rows, b.dim);
   auto const want = reference::backward_identical(b.config(), ids.ref(), b.dy.data(), nullptr);
@@ -53,7 +54,7 @@ TEST_P(Catalogue, IdenticalEveryPlanEqualsTheOracle) {
 // The host folds exist as a baseline (SSE2) copy and an AVX2 copy on x86-64
 // (detail::run_for); both must give the oracle's bits, whichever the CPU would pick.
 TEST_P(Catalogue, BothHostIsaCopiesEqualTheOracles) {
-  auto const& b = GetParam();
+  auto const& b = GetParam().batch();
   IdsHolder ids(b);
   auto const table = test::table_for(b.rows, b.dim);
   auto const identical = reference::backward_identical(b.config(), ids.ref(), b.dy.data(), nullptr);
@@ -71,7 +72,7 @@ TEST_P(Catalogue, BothHostIsaCopiesEqualTheOracles) {
 }
 
 TEST_P(Catalogue, DeterministicEveryPlanEqualsThePairwiseOracle) {
-  auto const& b = GetParam();
+  auto const& b = GetParam().batch();
   IdsHolder ids(b);
   auto const table = test::table_for(b.rows, b.dim);
   auto const want = reference::backward_deterministic(b.config(), ids.ref(), b.dy.data(), nullptr);
@@ -87,7 +88,7 @@ TEST_P(Catalogue, DeterministicEveryPlanEqualsThePairwiseOracle) {
 // n * 2^-24 * sum|terms| of the exact sum, and so within twice that of the
 // ascending fold. On Serial the atomic adds run in ascending order: bit-equal.
 TEST_P(Catalogue, FastIsWithinTheSummationBoundAndExactOnSerial) {
-  auto const& b = GetParam();
+  auto const& b = GetParam().batch();
   IdsHolder ids(b);
   auto const table = test::table_for(b.rows, b.dim);
   auto const want = reference::backward_identical(b.config(), ids.ref(), b.dy.data(), nullptr);
@@ -121,7 +122,7 @@ TEST_P(Catalogue, FastIsWithinTheSummationBoundAndExactOnSerial) {
 // plan `bucket` through its other paths: rows started from the carry, and sparse
 // buckets).
 TEST_P(Catalogue, EveryElementIsWrittenWhateverGradHeld) {
-  auto const& b = GetParam();
+  auto const& b = GetParam().batch();
   auto const table = test::table_for(b.rows, b.dim);
   auto const host_carry = synthetic::uniform_floats(b.rows * b.dim, 31);
   auto const want_counts = reference::counts(b.rows, IdsRef(b.ids));
@@ -168,38 +169,30 @@ TEST_P(Catalogue, EveryElementIsWrittenWhateverGradHeld) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Inputs, Catalogue, ::testing::ValuesIn(test::catalogue()),
-                         [](::testing::TestParamInfo<Batch> const& info) { return info.param.name; });
+                         [](::testing::TestParamInfo<Input> const& info) { return info.param.name; });
 
 TEST(Backward, NegativeZeroRowsArePositiveZero) {
-  for (auto const& b : test::catalogue()) {
-    if (b.name != "negative_zero_only_rows") continue;
-    IdsHolder ids(b);
-    auto const table = test::table_for(b.rows, b.dim);
-    for (auto plan : all_plans) {
-      auto const g =
-          layer_for(b, plan, Mode::identical, table).backward(ids.ref(), FloatsRef(b.dy.data(), b.dy_shape()));
-      for (std::int64_t c = 0; c < b.dim; ++c) {
-        EXPECT_EQ(test::bits_of(g.values[1 * b.dim + c]), 0u);
-        EXPECT_EQ(test::bits_of(g.values[2 * b.dim + c]), 0u);
-      }
-      EXPECT_GT(g.counts[1] + g.counts[2], 0);
+  auto const& b = test::catalogue_batch("negative_zero_only_rows");
+  IdsHolder ids(b);
+  auto const table = test::table_for(b.rows, b.dim);
+  for (auto plan : all_plans) {
+    auto const g =
+        layer_for(b, plan, Mode::identical, table).backward(ids.ref(), FloatsRef(b.dy.data(), b.dy_shape()));
+    for (std::int64_t c = 0; c < b.dim; ++c) {
+      EXPECT_EQ(test::bits_of(g.values[1 * b.dim + c]), 0u);
+      EXPECT_EQ(test::bits_of(g.values[2 * b.dim + c]), 0u);
     }
-    return;
+    EXPECT_GT(g.counts[1] + g.counts[2], 0);
   }
-  FAIL() << "the catalogue lost its negative-zero case";
 }
 
 TEST(Backward, OverflowReachesInfinityAsTheOrderSays) {
-  for (auto const& b : test::catalogue()) {
-    if (b.name != "overflow_to_inf") continue;
-    IdsHolder ids(b);
-    auto const want = reference::backward_identical(b.config(), ids.ref(), b.dy.data(), nullptr);
-    std::size_t infinities = 0;
-    for (float x : want) infinities += std::isinf(x) ? 1 : 0;
-    EXPECT_GT(infinities, 0u) << "the case should overflow somewhere";
-    return;
-  }
-  FAIL() << "the catalogue lost its overflow case";
+  auto const& b = test::catalogue_batch("overflow_to_inf");
+  IdsHolder ids(b);
+  auto const want = reference::backward_identical(b.config(), ids.ref(), b.dy.data(), nullptr);
+  std::size_t infinities = 0;
+  for (float x : want) infinities += std::isinf(x) ? 1 : 0;
+  EXPECT_GT(infinities, 0u) << "the case should overflow somewhere";
 }
 
 // Microbatches: split positions into consecutive chunks, carry the gradient.
@@ -314,10 +307,7 @@ TEST_P(Carry, InPlaceOnDeviceViews) {
 TEST_P(Carry, InPlaceContinuesPastAnOverflowAndTouchesOnlyItsRows) {
   // A sum that overflows to +-inf in one microbatch is carried on in place (the
   // layer's own output is not re-checked), and the result is the unsplit one.
-  Batch b;
-  for (auto const& c : test::catalogue())
-    if (c.name == "overflow_to_inf") b = c;
-  ASSERT_EQ(b.name, "overflow_to_inf");
+  Batch b = test::catalogue_batch("overflow_to_inf");
   b.padding_idx = 2;
   auto const want = reference::backward_identical(b.config(), IdsRef(b.ids), b.dy.data(), nullptr);
   auto const table = test::table_for(b.rows, b.dim);

@@ -38,12 +38,12 @@ Matrix device_matrix(std::vector<float> const& h, std::int64_t rows, std::int64_
   return m;
 }
 
-class DeviceShapes : public ::testing::TestWithParam<test::Batch> {};
+class DeviceShapes : public ::testing::TestWithParam<test::Input> {};
 
 // Every radix shape (digits of 1 to 16 bits, 1 to 64 chunks) gives the one-pass
 // counting sort's index, entry for entry: (row, position) order is unique.
 TEST_P(DeviceShapes, RadixRowIndexEqualsTheOnePassIndex) {
-  auto const& b = GetParam();
+  auto const& b = GetParam().batch();
   auto const ids = device_ids(b);
   Space space;
   auto const one_pass = detail::build_row_index(space, ids, b.rows, detail::RowSortShape{63, 3});
@@ -67,7 +67,7 @@ TEST_P(DeviceShapes, RadixRowIndexEqualsTheOnePassIndex) {
 // place, in both modes, unscaled and with scale_grad_by_freq per call and per batch:
 // the oracles' bits and the same non-finite verdict.
 TEST_P(DeviceShapes, TeamFoldEqualsTheOracles) {
-  auto const& b = GetParam();
+  auto const& b = GetParam().batch();
   auto const ids = device_ids(b);
   Space space;
   auto const index = detail::build_row_index(space, ids, b.rows, detail::row_sort_shape(false, 1000, b.rows, b.positions()));
@@ -114,7 +114,7 @@ TEST_P(DeviceShapes, TeamFoldEqualsTheOracles) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Inputs, DeviceShapes, ::testing::ValuesIn(test::catalogue()),
-                         [](::testing::TestParamInfo<test::Batch> const& info) { return info.param.name; });
+                         [](::testing::TestParamInfo<test::Input> const& info) { return info.param.name; });
 
 // The shape a device picks: one pass while the digits cover the rows, two at
 // V = 1e6, T = 1e6, and histograms within a few entries per position.

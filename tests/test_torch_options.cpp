@@ -20,6 +20,7 @@ namespace {
 
 using Layer = Embedding<TEST_EXECSPACE>;
 using test::Batch;
+using test::Input;
 using test::IdsHolder;
 using test::same_bits;
 using test::same_values;
@@ -55,10 +56,10 @@ std::vector<std::int64_t> distinct(std::vector<std::int64_t> ids) {
   return ids;
 }
 
-class Options_ : public ::testing::TestWithParam<Batch> {};
+class Options_ : public ::testing::TestWithParam<Input> {};
 
 TEST_P(Options_, SparseAndScaledEqualTheOracleEveryPlanModeAndScale) {
-  auto const& b = GetParam();
+  auto const& b = GetParam().batch();
   IdsHolder ids(b);
   auto const table = test::table_for(b.rows, b.dim);
   auto const batch = batch_counts_for(b.rows, ids.ref());
@@ -87,7 +88,7 @@ TEST_P(Options_, SparseAndScaledEqualTheOracleEveryPlanModeAndScale) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Inputs, Options_, ::testing::ValuesIn(test::catalogue()),
-                         [](::testing::TestParamInfo<Batch> const& info) { return info.param.name; });
+                         [](::testing::TestParamInfo<Input> const& info) { return info.param.name; });
 
 // Microbatches with carries: sparse after sparse, dense after sparse and sparse
 // after dense all reproduce the unsplit gradient (identical mode; with
