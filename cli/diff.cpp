@@ -35,8 +35,10 @@ struct Compared {
   }
 };
 
-std::string padding_text(std::int64_t padding_idx) {
-  return padding_idx < 0 ? "none" : std::to_string(padding_idx);
+std::vector<std::string> texts(std::vector<SettingDifference> const& differences) {
+  std::vector<std::string> out;
+  for (auto const& d : differences) out.push_back(d.text());
+  return out;
 }
 
 std::uint32_t bits_of(float x) {
@@ -116,7 +118,7 @@ void print_text(DiffArgs const& args, Compared const& c) {
     if (c.values.differing_rows > std::int64_t(c.values.differences.size()))
       std::printf("  ... and %s more rows (--rows N lists more)\n",
                   with_commas(c.values.differing_rows - std::int64_t(c.values.differences.size())).c_str());
-  } else if (c.counts_differing_rows == 0 && c.setting_differences.empty()) {
+  } else {
     std::printf("  the values are the same bits\n");
   }
   if (c.counts_differing_rows > 0)
@@ -151,11 +153,9 @@ int diff(DiffArgs const& args) {
     io::check_run_summary(args.b, b);
     c.values.rows = a.rows, c.values.cols = a.cols;
     c.padding_a = a.padding_idx, c.padding_b = b.padding_idx;
-    if (a.padding_idx != b.padding_idx)
-      c.setting_differences.push_back("padding row: " + padding_text(a.padding_idx) + " / " +
-                                      padding_text(b.padding_idx));
-    if (a.scale_grad_by_freq != b.scale_grad_by_freq)
-      c.setting_differences.push_back("scale_grad_by_freq: " + a.scale_grad_by_freq + " / " + b.scale_grad_by_freq);
+    // Runs differ by the settings their bits depend on (not the plan: a speed choice).
+    c.setting_differences =
+        texts(differences(io::settings_of(a, args.a), io::settings_of(b, args.b), Settings::gradient));
     if (a.rows != b.rows || a.cols != b.cols) {
       c.shapes_differ = true;
     } else {
@@ -172,15 +172,7 @@ int diff(DiffArgs const& args) {
     } else {
       c.values = compare(a.weight.data(), b.weight.data(), c.values.rows, c.values.cols, args.rows);
       c.padding_a = a.config.padding_idx, c.padding_b = b.config.padding_idx;
-      if (a.config.padding_idx != b.config.padding_idx)
-        c.setting_differences.push_back("padding row: " + padding_text(a.config.padding_idx) + " / " +
-                                        padding_text(b.config.padding_idx));
-      if (a.config.plan != b.config.plan)
-        c.setting_differences.push_back("plan: " + std::string(to_string(a.config.plan)) + " / " +
-                                        std::string(to_string(b.config.plan)));
-      if (a.config.mode != b.config.mode)
-        c.setting_differences.push_back("numeric_mode: " + std::string(to_string(a.config.mode)) + " / " +
-                                        std::string(to_string(b.config.mode)));
+      c.setting_differences = texts(differences(a.config, b.config));  // a table file holds every setting
     }
   } else {
     throw InvalidArgument("files", "kembed diff compares two run files or two table files; " + args.a + " is '" + fa +

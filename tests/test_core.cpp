@@ -59,6 +59,50 @@ TEST(Options, ParseAndPrint) {
   EXPECT_NE(msg.find("got 'exact'"), std::string::npos) << msg;
 }
 
+// differences() names every setting that differs, one at a time and all at once;
+// Settings::gradient leaves out what does not change a gradient's bits.
+TEST(Options, DifferencesNameEverySetting) {
+  auto const base = make_config(10, 4, Options{});
+  EXPECT_TRUE(differences(base, base).empty());
+  struct Edit {
+    char const* name;
+    char const* b;
+    void (*edit)(Options&);
+    bool gradient;
+  };
+  Edit const edits[] = {
+      {"padding_idx", "3", [](Options& o) { o.padding_idx = -7; }, true},
+      {"plan", "bucket", [](Options& o) { o.plan = Plan::bucket; }, false},
+      {"mode", "fast", [](Options& o) { o.mode = Mode::fast; }, true},
+      {"max_norm", "0.25", [](Options& o) { o.max_norm = 0.25; }, false},
+      {"norm_type", "inf",
+       [](Options& o) {
+         o.max_norm = 1.0;
+         o.norm_type = std::numeric_limits<double>::infinity();
+       },
+       false},
+      {"scale_grad_by_freq", "batch", [](Options& o) { o.scale_grad_by_freq = FreqScale::batch; }, true},
+      {"sparse", "true", [](Options& o) { o.sparse = true; }, false},
+  };
+  Options every;
+  for (auto const& e : edits) {
+    SCOPED_TRACE(e.name);
+    Options o;
+    e.edit(o);
+    e.edit(every);
+    auto const d = differences(base, make_config(10, 4, o));
+    ASSERT_GE(d.size(), 1u);
+    EXPECT_EQ(d.back().name, e.name);
+    EXPECT_EQ(d.back().b, e.b);
+    EXPECT_EQ(differences(base, make_config(10, 4, o), Settings::gradient).size(), e.gradient ? 1u : 0u);
+  }
+  auto const all = differences(base, make_config(10, 4, every));
+  ASSERT_EQ(all.size(), std::size(edits));
+  for (std::size_t i = 0; i < all.size(); ++i) EXPECT_EQ(all[i].name, edits[i].name);
+  EXPECT_EQ(all[3].text(), "max_norm: none / 1");  // the last edit's max_norm
+  EXPECT_EQ(all[0].a, "none");
+}
+
 TEST(Options, PaddingIndexCountsFromTheEnd) {
   Options o;
   o.padding_idx = -1;

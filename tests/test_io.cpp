@@ -876,6 +876,27 @@ TEST_F(Io, RunFilesRoundTripBitForBit) {
   EXPECT_THROW(io::load_table(path("run.h5")), io::FileError);
 }
 
+// A run's recorded settings read back typed; text kembed never writes is damage.
+TEST_F(Io, RunSettingsReadBackTypedAndRefuseUnknownText) {
+  auto run = sample_run();
+  run.scale_grad_by_freq = "batch";
+  io::write_run(path("run.h5"), run);
+  auto const settings = io::settings_of(io::read_run_header(path("run.h5")), path("run.h5"));
+  EXPECT_EQ(settings.mode, parse_mode(run.numeric_mode));
+  EXPECT_EQ(settings.plan, parse_plan(run.plan));
+  EXPECT_EQ(settings.scale_grad_by_freq, FreqScale::batch);
+  EXPECT_EQ(settings.padding_idx, run.padding_idx);
+  run.numeric_mode = "exact";
+  try {
+    io::settings_of(run, "edited.h5");
+    FAIL() << "no error";
+  } catch (io::FileError const& e) {
+    EXPECT_EQ(e.path(), "edited.h5");
+    EXPECT_NE(e.problem().find("attribute 'numeric_mode' holds 'exact', which kembed never writes"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(Io, ATamperedGradientIsCaughtByItsSha256) {
   io::write_run(path("run.h5"), sample_run());
   hid_t f = H5Fopen(path("run.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);

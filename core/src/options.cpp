@@ -127,4 +127,37 @@ Options options_of(Config const& config) {
   return o;
 }
 
+namespace {
+
+std::string number_text(double x) {
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  std::ostringstream out;
+  out.precision(17);  // round-trips a double; 0.5 stays "0.5"
+  out << x;
+  return out.str();
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> settings_text(Config const& c, Settings which) {
+  bool const all = which == Settings::all;
+  std::vector<std::pair<std::string, std::string>> out;
+  out.emplace_back("padding_idx", c.has_padding() ? std::to_string(c.padding_idx) : "none");
+  if (all) out.emplace_back("plan", to_string(c.plan));
+  out.emplace_back("mode", to_string(c.mode));
+  if (all) out.emplace_back("max_norm", c.renormalises() ? number_text(c.max_norm) : "none");
+  if (all) out.emplace_back("norm_type", number_text(c.norm_type));
+  out.emplace_back("scale_grad_by_freq", to_string(c.scale_grad_by_freq));
+  if (all) out.emplace_back("sparse", c.sparse ? "true" : "false");
+  return out;
+}
+
+std::vector<SettingDifference> differences(Config const& a, Config const& b, Settings which) {
+  auto const x = settings_text(a, which), y = settings_text(b, which);  // the same names in the same order
+  std::vector<SettingDifference> out;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (x[i].second != y[i].second) out.push_back({x[i].first, x[i].second, y[i].second});
+  return out;
+}
+
 }  // namespace kembed

@@ -79,6 +79,7 @@ Dataset load(std::string const& path) {
     d.rows = run.rows, d.cols = run.cols;
     d.counts = std::move(run.counts);
     d.padding_idx = run.padding_idx;
+    d.settings = io::settings_of(run, path);
     d.sha256 = run.gradient_sha256;
     d.counts_verified = !run.counts_sha256.empty();  // read_run checked them against it
     d.summary = io::read_summary(path);  // checked against its summary_sha256, where it has one
@@ -110,11 +111,10 @@ Dataset load(std::string const& path) {
     auto table = io::load_rows(path, 0, 0);  // the settings, no weights
     d.rows = table.config.num_embeddings, d.cols = table.config.embedding_dim;
     d.padding_idx = table.config.padding_idx;
-    d.provenance = {{"padding row", padding_text(table.config.padding_idx)},
-                    {"plan", std::string(to_string(table.config.plan))},
-                    {"numeric mode", std::string(to_string(table.config.mode))},
-                    {"kembed", table.kembed_version},
-                    {"created by", table.created_by}};
+    d.settings = table.config;
+    d.provenance = settings_text(table.config);  // every setting the table holds
+    d.provenance.emplace_back("kembed", table.kembed_version);
+    d.provenance.emplace_back("created by", table.created_by);
   } else {
     throw io::FileError(path, "", "is a '" + d.format + "' file; the inspector opens run files and table files");
   }
@@ -482,7 +482,12 @@ std::vector<std::string> explain(Dataset const& a, Dataset const& b, DiffSummary
                              (long long)m_diff, (long long)m_all, where.c_str()));
     }
   }
-  if (!a.is_run()) return lines;
+  if (!a.is_run()) {  // tables by every setting they hold (runs: the likely reason below)
+    std::string settings;
+    for (auto const& d : differences(a.settings, b.settings)) settings += (settings.empty() ? "" : "; ") + d.text();
+    if (!settings.empty()) lines.push_back("Settings differ: " + settings);
+    return lines;
+  }
   // The likely reason, from what produced each run.
   auto const ma = field(a, "numeric mode"), mb = field(b, "numeric mode");
   auto differs = [&](char const* f) { return field(a, f) != field(b, f); };

@@ -60,6 +60,8 @@ struct Dataset {
   // What produced it, as (field, value) pairs in a fixed order, so that two runs
   // line up side by side.
   std::vector<std::pair<std::string, std::string>> provenance;
+  // The settings it was made with: a table's every one, a run's those it records.
+  Config settings;
   std::shared_ptr<io::RowReader> reader;
   // Rows that fail to read (a damaged chunk) read as NaN, and the first failure is
   // reported once to `on_damage` (from whichever thread read them), so that no view

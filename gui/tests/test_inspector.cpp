@@ -32,6 +32,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 
 namespace kembed::inspector {
 namespace {
@@ -747,6 +748,28 @@ TEST_F(Inspector, TheVerdictExplainsItself) {
   window.waitForChecks();
   EXPECT_EQ(window.diffView()->verdict().split('\n').size(), 4);
   EXPECT_TRUE(window.diffView()->verdict().contains("Numeric modes differ"));
+}
+
+// Two tables with the same values and different settings: the verdict names every
+// setting that differs, torch's options included (issue 36).
+TEST_F(Inspector, TablesThatDifferOnlyInSettingsSayWhich) {
+  std::vector<float> const values(12, 0.25f);
+  Options plain, torch_like;
+  torch_like.max_norm = 0.5;
+  torch_like.norm_type = std::numeric_limits<double>::infinity();
+  torch_like.scale_grad_by_freq = FreqScale::call;
+  torch_like.sparse = true;
+  io::save_table(work_dir() + "/plain.h5", values.data(), make_config(4, 3, plain));
+  io::save_table(work_dir() + "/torch.h5", values.data(), make_config(4, 3, torch_like));
+  auto const a = load(work_dir() + "/plain.h5"), b = load(work_dir() + "/torch.h5");
+  auto const lines = explain(a, b, diff(a, b));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].rfind("Bit-identical", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[1],
+            "Settings differ: max_norm: none / 0.5; norm_type: 2 / inf; scale_grad_by_freq: none / call; "
+            "sparse: false / true");
+  EXPECT_NE(std::find(b.provenance.begin(), b.provenance.end(), std::pair<std::string, std::string>{"max_norm", "0.5"}),
+            b.provenance.end());
 }
 
 // Hover readout: row, column, the values and their bits, the count, the band; the

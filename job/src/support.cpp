@@ -117,27 +117,30 @@ std::string remove_own_checkpoint(std::string const& path, std::string const& jo
 }
 
 void check_resumable(io::Checkpoint const& c, std::string const& path, io::InputIdentity const& table,
-                     io::InputIdentity const& batch, std::int64_t rows, std::int64_t cols, std::string const& mode,
-                     std::int64_t padding_idx, std::int64_t microbatch, std::int64_t positions,
-                     std::string const& scale, bool sparse) {
+                     io::InputIdentity const& batch, Config const& job, std::int64_t microbatch,
+                     std::int64_t positions) {
   auto mismatch = [&](std::string const& what) {
     throw io::FileError(path, "",
                         "belongs to another job (" + what + "); remove it, or give this job another --checkpoint path");
   };
   if (c.table_sha256 != table.sha256) mismatch("its table's SHA-256 differs from " + table.path + "'s");
   if (c.batch_sha256 != batch.sha256) mismatch("its batch's SHA-256 differs from " + batch.path + "'s");
-  if (c.rows != rows || c.cols != cols) mismatch("its gradient has another shape");
-  if (c.numeric_mode != mode) mismatch("it ran in mode " + c.numeric_mode + ", this job in " + mode);
-  if (c.scale_grad_by_freq != scale)
-    mismatch("it ran with scale_grad_by_freq " + c.scale_grad_by_freq + ", this job with " + scale);
-  if (c.padding_idx != padding_idx) mismatch("its padding_idx differs");
-  if (c.sparse != sparse)
+  if (c.rows != job.num_embeddings || c.cols != job.embedding_dim) mismatch("its gradient has another shape");
+  // Every setting the carried bits depend on (the plan may change: a speed choice),
+  // and the carry's form.
+  auto const settings = io::settings_of(c, path);
+  std::string differ;
+  for (auto const& d : differences(settings, job, Settings::gradient))
+    differ += (differ.empty() ? "" : "; ") + ("it ran with " + d.name + " " + d.a + ", this job with " + d.b);
+  if (!differ.empty()) mismatch(differ);
+  if (settings.sparse != job.sparse)
     mismatch(std::string("it holds a ") + (c.sparse ? "row-sparse" : "dense") + " gradient, this job a " +
-             (sparse ? "row-sparse" : "dense") + " one");
+             (job.sparse ? "row-sparse" : "dense") + " one");
   // The identical fold does not depend on the split; the deterministic tree does.
-  if (mode != "identical" && c.microbatch_size != microbatch)
-    mismatch("mode " + mode + " needs the same --microbatch (" + std::to_string(c.microbatch_size) + ")");
-  if (scale == "call" && c.microbatch_size != microbatch)
+  if (job.mode != Mode::identical && c.microbatch_size != microbatch)
+    mismatch("mode " + std::string(to_string(job.mode)) + " needs the same --microbatch (" +
+             std::to_string(c.microbatch_size) + ")");
+  if (job.scale_grad_by_freq == FreqScale::call && c.microbatch_size != microbatch)
     mismatch("scale_grad_by_freq call needs the same --microbatch (" + std::to_string(c.microbatch_size) + ")");
   if (c.position < 0 || c.position > positions) mismatch("its position is beyond the batch");
 }

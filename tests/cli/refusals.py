@@ -673,7 +673,7 @@ status, out = run("info", "rp_last.h5")
 check("info names the padding row", status, out, 0, r"padding +row 99 is the padding row", before)
 status, out = run("diff", "rp_last.h5", "rp_none.h5")
 check("diff says the padding rows differ and labels the row", status, out, 1,
-      r"setting padding row: 99 / none.*99 .*\(padding in a\)", before)
+      r"setting padding_idx: 99 / none.*99 .*\(padding in a\)", before)
 
 # 11. a file open for writing elsewhere is locked, and is said to be.
 holder = subprocess.Popen([sys.executable, "-c", "import h5py, sys, time\n"

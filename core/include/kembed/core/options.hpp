@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace kembed {
 
@@ -64,6 +66,24 @@ struct Config {
 Config make_config(std::int64_t num_embeddings, std::int64_t embedding_dim, Options const& options);
 // The Options that make_config turns back into `config`: every setting, none dropped.
 Options options_of(Config const& config);
+
+// One setting in which two configs differ: its name as table files spell it, and
+// each side's value as text ("none" where a setting is absent).
+struct SettingDifference {
+  std::string name, a, b;
+  std::string text() const { return name + ": " + a + " / " + b; }  // "max_norm: none / 0.5"
+};
+// Which settings `differences` compares: all of them (two tables), or those a
+// gradient's bits depend on (two runs, a checkpoint and the job resuming it):
+// padding_idx, mode and scale_grad_by_freq; not the plan (a speed choice), sparse
+// (the form the gradient is kept in), nor max_norm and norm_type (the forward's).
+enum class Settings { all, gradient };
+// Each setting of `which`, in Options' order, named as table files name it, with its
+// value as text: what a viewer shows and what `differences` compares.
+std::vector<std::pair<std::string, std::string>> settings_text(Config const& config, Settings which = Settings::all);
+// Every setting of `which` in which a and b differ, in Options' order. The shape is
+// not a setting: callers compare num_embeddings and embedding_dim themselves.
+std::vector<SettingDifference> differences(Config const& a, Config const& b, Settings which = Settings::all);
 
 // The plan that runs for T positions: `automatic` resolved by V * T.
 Plan resolve_plan(Plan plan, std::int64_t num_embeddings, std::int64_t positions) noexcept;

@@ -113,6 +113,11 @@ struct Checkpoint {
   std::string gradient_sha256, counts_sha256, checkpoint_sha256;
 };
 
+// The settings the checkpoint's job ran with (plan, mode, scale_grad_by_freq, padding,
+// sparse; max_norm is not recorded), for kembed::differences. A value kembed never
+// writes throws FileError naming `path`.
+Config settings_of(Checkpoint const& checkpoint, std::string const& path);
+
 // checkpoint_sha256 of a checkpoint's attributes (its data digests included).
 std::string checkpoint_sha256(Checkpoint const& checkpoint);
 

@@ -119,6 +119,10 @@ RunFile read_run(std::string const& path, bool with_gradient = true, bool verify
 // The attributes, inputs, timings and provenance only: no gradient, no counts (so
 // nothing in proportion to the rows); `listed_count` says how many a sparse run lists.
 RunFile read_run_header(std::string const& path);
+// The settings the run ran with (plan asked, mode, scale_grad_by_freq, padding,
+// sparse; max_norm is not recorded), for kembed::differences. A value kembed never
+// writes throws FileError naming `path`.
+Config settings_of(RunFile const& run, std::string const& path);
 // The stored SHA-256 of the gradient alone, without reading the gradient.
 std::string read_run_gradient_sha256(std::string const& path);
 

@@ -151,8 +151,9 @@ class BackwardJob {
         } catch (io::FileError const& e) {
           refuse_checkpoint(e);
         }
-        check_resumable(ckpt, checkpoint_path, table_id, batch_id, v, d, mode, padding, s_.microbatch, t, scale_name,
-                        sparse);
+        Config job = layer->config();  // the whole table's, on every rank
+        job.sparse = sparse;
+        check_resumable(ckpt, checkpoint_path, table_id, batch_id, job, s_.microbatch, t);
       });
       verify_parts(ckpt, checkpoint_path, carried);
       together([&] {

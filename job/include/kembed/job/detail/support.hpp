@@ -38,9 +38,8 @@ std::string remove_own_checkpoint(std::string const& path, std::string const& jo
 
 // Refuses a checkpoint that belongs to another job than this one.
 void check_resumable(io::Checkpoint const& c, std::string const& path, io::InputIdentity const& table,
-                     io::InputIdentity const& batch, std::int64_t rows, std::int64_t cols, std::string const& mode,
-                     std::int64_t padding_idx, std::int64_t microbatch, std::int64_t positions,
-                     std::string const& scale, bool sparse);
+                     io::InputIdentity const& batch, Config const& job, std::int64_t microbatch,
+                     std::int64_t positions);
 
 // Checks what this rank read of a checkpoint against what any carried state holds
 // (its digests aside): counts >= 0 (>= 1 for a row a sparse checkpoint lists); a row
