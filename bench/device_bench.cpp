@@ -93,7 +93,7 @@ void run(Space const& space, Shape const& s) {
     });
     std::string name = c.name;
     if (c.mode == kembed::Mode::identical)
-      name += std::string(" [") + std::string(kembed::to_string(layer.plan_for(space, s.t))) + "]";
+      name += std::string(" [") + std::string(layer.path_for(space, s.t).plan_name()) + "]";
     line(name.c_str(), seconds, bwd_bound);
     if (c.mode == kembed::Mode::identical) {
       auto const h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);

@@ -198,9 +198,7 @@ int grid(bool quick, std::string const& csv, long long only_v, long long only_d,
             row.op = "backward", row.bytes = bwd_bytes, row.memcpy_seconds = bound_for(bwd_bytes);
             row.mode = std::string(kembed::to_string(c.mode));
             row.plan = std::string(kembed::to_string(c.plan));
-            row.plan_used = c.mode == kembed::Mode::identical       ? std::string(kembed::to_string(l.plan_for(t)))
-                            : c.mode == kembed::Mode::deterministic ? "sort"
-                                                                    : "atomic";
+            row.plan_used = std::string(l.path_for(space, t).plan_name());
             row.seconds = best_seconds([&] {
               l.backward(space, ids, dy, grad);
               space.fence();
@@ -283,7 +281,8 @@ int inputs(std::string const& dir, long long v, long long d, long long t) {
       "{\"backend\": \"%s\", \"threads\": %d, \"forward_seconds\": %.6g, \"backward_seconds\": %.6g, "
       "\"memcpy_backward_bytes_seconds\": %.6g, \"plan_used\": \"%s\", \"y_sha256\": \"%s\", "
       "\"grad_sha256\": \"%s\"}\n",
-      Space::name(), int(space.concurrency()), fwd, bwd, copy, std::string(kembed::to_string(layer.plan_for(t))).c_str(),
+      Space::name(), int(space.concurrency()), fwd, bwd, copy,
+      std::string(layer.path_for(space, t).plan_name()).c_str(),
       kembed::io::sha256_hex(yh.data(), yh.size() * 4).c_str(),
       kembed::io::sha256_hex(gh.data(), gh.size() * 4).c_str());
   return 0;

@@ -144,7 +144,7 @@ int run(Args const& a) {
     std::string label = "backward " + std::string(kembed::to_string(c.mode));
     if (c.mode == kembed::Mode::identical) {
       label += " " + std::string(kembed::to_string(c.plan));
-      if (c.plan == kembed::Plan::automatic) label += "->" + std::string(kembed::to_string(layer.plan_for(t)));
+      if (c.plan == kembed::Plan::automatic) label += "->" + std::string(layer.path_for(space, t).plan_name());
       if (identical_print == 0) identical_print = print;
       agree = agree && print == identical_print;
     }

@@ -116,6 +116,14 @@ std::string remove_own_checkpoint(std::string const& path, std::string const& jo
   return {};
 }
 
+std::string most_positions(std::map<std::string, std::int64_t> const& positions_by_plan) {
+  std::string best;
+  std::int64_t most = 0;
+  for (auto const& [plan, n] : positions_by_plan)
+    if (n > most) best = plan, most = n;
+  return best;
+}
+
 void check_resumable(io::Checkpoint const& c, std::string const& path, io::InputIdentity const& table,
                      io::InputIdentity const& batch, Config const& job, std::int64_t microbatch,
                      std::int64_t positions) {

@@ -141,6 +141,31 @@ class Embedding {
                              positions);
   }
 
+  // The path backward takes for a call of `positions` on `space` (`in_place`: the
+  // carry is the output itself, as a job continues its gradient). backward decides
+  // here and nowhere else, so what a caller reports is what ran.
+  BackwardPath path_for(ExecutionSpace const& space, std::int64_t positions, bool in_place = false) const {
+    BackwardPath path;
+    path.scaled = config_.scales();
+    path.mode = path.scaled && config_.mode == Mode::fast ? Mode::identical : config_.mode;
+    // Deterministic mode always sorts. Bucket entries pack the position in 40 bits:
+    // a larger batch (a terabyte of ids) sorts instead. Scaling needs each row's count
+    // before its first term: the sort's index has it, so every plan runs the sort.
+    path.plan = config_.mode == Mode::identical ? plan_for(space, positions) : Plan::sort;
+    if (path.plan == Plan::bucket && positions >= detail::bucket_max_positions) path.plan = Plan::sort;
+    if (path.scaled) path.plan = Plan::sort;
+    // A call continuing its gradient in place on few of its rows folds only those
+    // (the sort plan over the listed rows: the same sums, O(T) not O(V) per call).
+    path.listed = in_place && path.mode != Mode::fast &&
+                  positions <= config_.num_embeddings / detail::listed_rows_ratio &&
+                  (path.plan == Plan::sort || config_.plan == Plan::automatic);
+    if (path.listed) {
+      path.plan = Plan::sort;
+      path.on_caller = detail::runs_on_caller(space, positions, config_.embedding_dim);
+    }
+    return path;
+  }
+
   // ---- forward: y[p, :] = weight[ids[p], :] ----------------------------------
   // With max_norm the forward first renormalises the referenced rows of the layer's
   // own table, as torch does: then it writes the table, and two forwards on one
@@ -502,15 +527,8 @@ class Embedding {
 
     auto const pad = config_.padding_idx;
     auto const concurrency = static_cast<std::int64_t>(space.concurrency());
-    // The identical plan; deterministic mode always sorts. Bucket entries pack the
-    // position in 40 bits: a larger batch (a terabyte of ids) sorts instead.
-    Plan plan = config_.mode == Mode::identical ? plan_for(space, t) : Plan::sort;
-    if (plan == Plan::bucket && t >= detail::bucket_max_positions) plan = Plan::sort;
-    // scale_grad_by_freq needs each row's count before its first term: the sort's
-    // index has it, so every plan (and mode fast) runs the sort's identical fold.
-    bool const scaled = config_.scales();
-    if (scaled) plan = Plan::sort;
-    Mode const mode = scaled && config_.mode == Mode::fast ? Mode::identical : config_.mode;
+    auto const path = path_for(space, t, in_place);
+    Mode const mode = path.mode;
     // Which copy of the host folds runs (same bits either way); named for tools.
     // Mode fast has no copies, so no region (its KEMBED_HOST_ISA is still checked).
     // Devices have one copy, and no such region.
@@ -518,14 +536,9 @@ class Embedding {
     std::optional<detail::ScopedRegion> isa_region;
     if (mode != Mode::fast && detail::Tiles<ExecutionSpace>::host) isa_region.emplace(isa_label(isa));
     bool saw_non_finite = false;
-    // A call continuing its gradient in place on few of its rows folds only those
-    // (the sort plan over the listed rows: the same sums, O(T) not O(V) per call).
-    bool const listed = in_place && mode != Mode::fast && t <= v / detail::listed_rows_ratio &&
-                        (plan == Plan::sort || config_.plan == Plan::automatic);
-    if (listed) {
-      bool const on_caller = detail::runs_on_caller(space, t, d);
-      detail::ScopedRegion region(listed_label(mode, scaled, on_caller));
-      if (on_caller)  // within this call: views without reference counts
+    detail::ScopedRegion region(label(path));
+    if (path.listed) {
+      if (path.on_caller)  // within this call: views without reference counts
         detail::backward_listed(space, detail::unmanaged(ids), detail::unmanaged(dy), detail::unmanaged(carry),
                                 detail::unmanaged(grad), detail::unmanaged(counts), pad, mode,
                                 config_.scale_grad_by_freq, detail::unmanaged(batch_counts), isa, true);
@@ -533,21 +546,13 @@ class Embedding {
         detail::backward_listed(space, ids, dy, carry, grad, counts, pad, mode, config_.scale_grad_by_freq,
                                 batch_counts, isa, false);
     } else if (mode == Mode::fast) {
-      detail::ScopedRegion region("kembed::backward[fast]");
       saw_non_finite = detail::backward_fast(space, ids, dy, carry, grad, counts, pad);
-    } else if (plan == Plan::scan) {
-      detail::ScopedRegion region("kembed::backward[identical,scan]");
+    } else if (path.plan == Plan::scan) {
       saw_non_finite = detail::backward_scan(space, ids, dy, carry, grad, counts, pad,
                                              detail::scan_split(concurrency < 1 ? 1 : concurrency, v, d), isa);
-    } else if (plan == Plan::bucket) {
-      detail::ScopedRegion region("kembed::backward[identical,bucket]");
+    } else if (path.plan == Plan::bucket) {
       saw_non_finite = detail::backward_bucket(space, ids, dy, carry, grad, counts, pad, isa);
     } else {
-      detail::ScopedRegion region(
-          mode == Mode::identical ? (scaled ? "kembed::backward[identical,sort,scale_grad_by_freq]"
-                                            : "kembed::backward[identical,sort]")
-                                  : (scaled ? "kembed::backward[deterministic,sort,scale_grad_by_freq]"
-                                            : "kembed::backward[deterministic,sort]"));
       auto const index = detail::build_row_index(space, ids, v);
       if (config_.scale_grad_by_freq == FreqScale::batch)
         detail::check_batch_counts(space, index.offsets, detail::IdentityRow{}, batch_counts, v);
@@ -561,20 +566,31 @@ class Embedding {
     if (saw_non_finite) detail::check_finite(space, dy, "dy", "position");
   }
 
-  // kembed::backward[<mode>,sort,listed(,scale_grad_by_freq)(,caller)]: the sort
-  // plan over the listed rows, on the calling thread for the smallest calls.
-  // Made once: building a label cost a small call an allocation.
-  static std::string const& listed_label(Mode mode, bool scaled, bool on_caller) {
-    static std::string const labels[8] = {
-        "kembed::backward[identical,sort,listed]",
-        "kembed::backward[identical,sort,listed,caller]",
-        "kembed::backward[identical,sort,listed,scale_grad_by_freq]",
-        "kembed::backward[identical,sort,listed,scale_grad_by_freq,caller]",
-        "kembed::backward[deterministic,sort,listed]",
-        "kembed::backward[deterministic,sort,listed,caller]",
-        "kembed::backward[deterministic,sort,listed,scale_grad_by_freq]",
-        "kembed::backward[deterministic,sort,listed,scale_grad_by_freq,caller]"};
-    return labels[(mode == Mode::identical ? 0 : 4) + (scaled ? 2 : 0) + (on_caller ? 1 : 0)];
+  // The region a path names: kembed::backward[fast], [identical,scan],
+  // [identical,bucket], [<mode>,sort(,scale_grad_by_freq)], and
+  // [<mode>,sort,listed(,scale_grad_by_freq)(,caller)] for the sort over the listed
+  // rows (on the calling thread for the smallest calls). Made once: building a
+  // label cost a small call an allocation.
+  static std::string const& label(BackwardPath const& path) {
+    static std::string const fixed[3] = {"kembed::backward[fast]", "kembed::backward[identical,scan]",
+                                         "kembed::backward[identical,bucket]"};
+    static std::string const sorts[4] = {
+        "kembed::backward[identical,sort]", "kembed::backward[identical,sort,scale_grad_by_freq]",
+        "kembed::backward[deterministic,sort]", "kembed::backward[deterministic,sort,scale_grad_by_freq]"};
+    static std::string const listed[8] = {"kembed::backward[identical,sort,listed]",
+                                          "kembed::backward[identical,sort,listed,caller]",
+                                          "kembed::backward[identical,sort,listed,scale_grad_by_freq]",
+                                          "kembed::backward[identical,sort,listed,scale_grad_by_freq,caller]",
+                                          "kembed::backward[deterministic,sort,listed]",
+                                          "kembed::backward[deterministic,sort,listed,caller]",
+                                          "kembed::backward[deterministic,sort,listed,scale_grad_by_freq]",
+                                          "kembed::backward[deterministic,sort,listed,scale_grad_by_freq,caller]"};
+    int const mode_scaled = (path.mode == Mode::identical ? 0 : 2) + (path.scaled ? 1 : 0);
+    if (path.listed) return listed[2 * mode_scaled + (path.on_caller ? 1 : 0)];
+    if (path.mode == Mode::fast) return fixed[0];
+    if (path.plan == Plan::scan) return fixed[1];
+    if (path.plan == Plan::bucket) return fixed[2];
+    return sorts[mode_scaled];
   }
   static std::string const& isa_label(detail::HostIsa isa) {
     static std::string const labels[2] = {"kembed::host_isa[baseline]", "kembed::host_isa[avx2]"};

@@ -85,6 +85,19 @@ std::vector<std::pair<std::string, std::string>> settings_text(Config const& con
 // not a setting: callers compare num_embeddings and embedding_dim themselves.
 std::vector<SettingDifference> differences(Config const& a, Config const& b, Settings which = Settings::all);
 
+// The path one backward call takes, decided in one place (Embedding::path_for): what
+// backward dispatches on, the profiling region it names, and what the job, kembed-bench
+// and kembed-demo report.
+struct BackwardPath {
+  Mode mode = Mode::identical;  // as run: mode fast with scale_grad_by_freq runs identical
+  Plan plan = Plan::sort;       // scan, sort or bucket; mode deterministic sorts; unused in mode fast
+  bool scaled = false;          // scale_grad_by_freq: the sort, whose index has each row's count first
+  bool listed = false;          // in place on few rows: the sort over the rows the call lists
+  bool on_caller = false;       // listed, and small enough for the calling thread
+  // "scan", "sort" or "bucket" (the plan), or "atomic" (mode fast): a run file's plan_used.
+  std::string_view plan_name() const noexcept { return mode == Mode::fast ? "atomic" : to_string(plan); }
+};
+
 // The plan that runs for T positions: `automatic` resolved by V * T.
 Plan resolve_plan(Plan plan, std::int64_t num_embeddings, std::int64_t positions) noexcept;
 

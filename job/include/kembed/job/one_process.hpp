@@ -48,6 +48,10 @@ class OneProcess {
         : layer_(Embedding<ExecutionSpace>::backward_only(space, rows, cols, options)) {}
     Config const& config() const noexcept { return layer_.config(); }
     Plan plan_for(std::int64_t positions) const { return layer_.plan_for(positions); }
+    // The path this rank's last backward call took (Embedding::path_for), and the
+    // positions it folded.
+    BackwardPath last_path() const noexcept { return last_path_; }
+    std::int64_t last_positions() const noexcept { return last_positions_; }
     double exchange_seconds() const noexcept { return 0; }  // nothing to exchange
     std::int64_t bytes_sent() const noexcept { return 0; }
     std::int64_t first_row() const noexcept { return 0; }
@@ -59,6 +63,8 @@ class OneProcess {
                   matrix_type const& grad, std::int64_t* tally,
                   batch_counts_type const& batch_counts) const {
       auto const in = upload(ids, dy, n, tally);
+      last_path_ = layer_.path_for(space, n, true);
+      last_positions_ = n;
       layer_.backward(space, in.first, in.second, grad, grad, {}, batch_counts);
     }
     // The same into a row-sparse gradient, continuing `carry` in place.
@@ -88,6 +94,8 @@ class OneProcess {
     }
 
     Embedding<ExecutionSpace> layer_;
+    mutable BackwardPath last_path_;  // what backward() last ran, for the run file
+    mutable std::int64_t last_positions_ = 0;
   };
 };
 

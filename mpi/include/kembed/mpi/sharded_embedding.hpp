@@ -149,6 +149,10 @@ class ShardedEmbedding {
 
   RowRange rows() const noexcept { return rows_; }
   Config const& config() const noexcept { return config_; }
+  // The path this rank's last dense backward took over the positions it received,
+  // and how many it received (0: none, and the path is unspecified).
+  BackwardPath last_path() const noexcept { return last_path_; }
+  std::int64_t last_positions() const noexcept { return last_positions_; }
   int ranks() const noexcept { return ranks_; }
 
   // Collective. The backward of this rank's slab of positions (ids of global rows,
@@ -370,6 +374,7 @@ class ShardedEmbedding {
   void fold(std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy, std::int64_t received,
             matrix_type const& grad, bool accumulate, counts_type const& counts,
             batch_counts_type const& batch_counts) const {
+    last_positions_ = received;
     if (received == 0) {  // no term for this rank's rows in this call
       if (!accumulate) Kokkos::deep_copy(space_, grad, 0.0f);
       if (counts.data() != nullptr) Kokkos::deep_copy(space_, counts, std::int64_t{0});
@@ -379,6 +384,7 @@ class ShardedEmbedding {
     auto const in = upload(recv_ids, recv_dy, received);
     auto const& ids_d = in.first;
     auto const& dy_d = in.second;
+    last_path_ = layer_->path_for(space_, received, accumulate);
     layer_->backward(space_, ids_d, dy_d, grad,
                      accumulate ? typename Local::const_matrix_type(grad) : typename Local::const_matrix_type(),
                      counts, batch_counts);
@@ -444,6 +450,8 @@ class ShardedEmbedding {
   std::vector<std::int64_t> starts_;  // starts_[r]: rank r's first row; starts_[ranks]: V
   std::optional<Local> layer_;
   mutable Traffic traffic_;
+  mutable BackwardPath last_path_;  // of the last dense fold, for the run file
+  mutable std::int64_t last_positions_ = 0;
 };
 
 }  // namespace kembed::mpi

@@ -134,6 +134,10 @@ class Team {
         : sharded_(ShardedEmbedding<ExecutionSpace>::backward_only(team.comm(), space, rows, cols, options)) {}
     Config const& config() const noexcept { return sharded_.config(); }
     Plan plan_for(std::int64_t positions) const { return sharded_.plan_for(positions); }
+    // The path this rank's last backward call took over the positions it received,
+    // and how many those were.
+    BackwardPath last_path() const noexcept { return sharded_.last_path(); }
+    std::int64_t last_positions() const noexcept { return sharded_.last_positions(); }
     double exchange_seconds() const noexcept { return sharded_.traffic().exchange_seconds; }
     std::int64_t bytes_sent() const noexcept { return sharded_.traffic().bytes_sent; }
     std::int64_t first_row() const noexcept { return sharded_.rows().begin; }

@@ -215,6 +215,7 @@ class BackwardJob {
       });
     };
     std::future<void> checkpoint_written;
+    std::map<std::string, std::int64_t> folded_by_plan;  // this rank's positions by the plan that folded them
     double read_s = 0, backward_s = 0, checkpoint_s = 0;
     std::int64_t last_checkpoint = position;
     auto const crash_at = fault_position();
@@ -247,9 +248,11 @@ class BackwardJob {
           if (sparse)
             layer->backward_sparse(space_, blk.ids.data() + (lo - a), blk.dy.data() + (lo - a) * d, hi - lo, carry,
                                    counts.data(), batch_counts);
-          else
+          else {
             layer->backward(space_, blk.ids.data() + (lo - a), blk.dy.data() + (lo - a) * d, hi - lo, grad,
                             counts.data(), batch_counts);
+            folded_by_plan[std::string(layer->last_path().plan_name())] += layer->last_positions();
+          }
           microbatches += (n + s_.microbatch - 1) / s_.microbatch;  // as the split would have had
         }
         space_.fence();
@@ -332,11 +335,10 @@ class BackwardJob {
     run.threads = threads;
     run.ranks = team_.size();
     run.plan = plan;
-    run.plan_used = layer->config().mode == Mode::identical
-                        ? std::string(to_string(layer->plan_for(std::min(s_.microbatch, t))))
-                    : layer->config().mode == Mode::deterministic ? "sort"
-                                                                  : "atomic";
-    if (sparse) run.plan_used = "sparse";
+    // What the first rank's calls ran, by the paths the layer took (where it folded
+    // nothing, which only a rank with no referenced row does: the plan it would use).
+    run.plan_used = sparse ? "sparse" : most_positions(folded_by_plan);
+    if (run.plan_used.empty()) run.plan_used = to_string(layer->plan_for(std::min(s_.microbatch, t)));
     run.plan_used = team_.broadcast(run.plan_used);  // the first rank's, on every rank
     run.numeric_mode = mode;
     run.scale_grad_by_freq = scale_name;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,10 @@ std::string remove_own_checkpoint(std::string const& path, std::string const& jo
 
 // Rethrows a checkpoint's refusal, saying that it is neither resumed nor changed.
 [[noreturn]] void refuse_checkpoint(io::FileError const& e);
+
+// The plan that folded the most positions (the first such in name order), as the
+// layer's paths reported them; "" when none folded any (a job resumed at its end).
+std::string most_positions(std::map<std::string, std::int64_t> const& positions_by_plan);
 
 // Refuses a checkpoint that belongs to another job than this one.
 void check_resumable(io::Checkpoint const& c, std::string const& path, io::InputIdentity const& table,

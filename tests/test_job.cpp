@@ -1,0 +1,98 @@
+// The batch job as a library: the run file's plan_used is the plan whose region the
+// kernels announced (Embedding::path_for decides both), for every option.
+#include "support/test_support.hpp"
+
+#include <kembed/core/synthetic.hpp>
+#include <kembed/io/job_files.hpp>
+#include <kembed/io/run_file.hpp>
+#include <kembed/io/table_file.hpp>
+#include <kembed/job/backward.hpp>
+#include <kembed/job/one_process.hpp>
+
+#include <unistd.h>
+#include <filesystem>
+#include <set>
+
+namespace kembed {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::set<std::string>& plans_seen() {
+  static std::set<std::string> names;
+  return names;
+}
+
+// "kembed::backward[identical,scan]" -> "scan"; "kembed::backward[fast]" -> "atomic".
+void on_region(char const* name) {
+  std::string const s(name), head = "kembed::backward[";
+  if (s.rfind(head, 0) != 0) return;
+  auto const inside = s.substr(head.size(), s.size() - head.size() - 1);
+  if (inside == "fast") {
+    plans_seen().insert("atomic");
+    return;
+  }
+  auto const comma = inside.find(',');
+  auto const rest = inside.substr(comma + 1);
+  plans_seen().insert(rest.substr(0, rest.find(',')));
+}
+
+class Job : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto const* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() / ("kembed-job-" + std::to_string(::getpid()) + "-" + info->name());
+    fs::create_directories(dir_);
+    Kokkos::Tools::Experimental::set_push_region_callback(on_region);
+  }
+  void TearDown() override {
+    Kokkos::Tools::Experimental::set_push_region_callback(nullptr);
+    fs::remove_all(dir_);
+  }
+  std::string path(std::string const& name) const { return (dir_ / name).string(); }
+  // A batch of T Zipf positions over V rows, d = 4.
+  void write_batch(std::string const& name, std::int64_t v, std::int64_t t) const {
+    auto const ids = synthetic::zipf_ids(v, t, 1.1, 3);
+    auto const dy = synthetic::uniform_floats(t * 4, 4);
+    io::BatchWriter out(path(name), t, 4, io::BatchMeta{v, "test", 3});
+    out.write(0, t, ids.data(), dy.data());
+    out.commit();
+  }
+  fs::path dir_;
+};
+
+// Which plan ran is one answer: the run file records the plan of the kernels' regions,
+// where the old rule (plan_for(min(microbatch, T))) named scan for scaled and listed
+// calls that sorted, and atomic for mode fast with scaling, which runs identical.
+TEST_F(Job, PlanUsedIsThePlanTheKernelsRan) {
+  std::int64_t const v = 4000, t = 2000;
+  auto const table = test::table_for(v, 4);
+  io::save_table(path("t.h5"), table.data(), make_config(v, 4, Options{}));
+  write_batch("b.h5", v, t);
+  int checked = 0;
+  for (auto mode : {Mode::identical, Mode::deterministic, Mode::fast})
+    for (auto plan : {Plan::automatic, Plan::scan, Plan::sort, Plan::bucket})
+      for (auto scale : {FreqScale::none, FreqScale::call, FreqScale::batch})
+        for (std::int64_t microbatch : {t, std::int64_t{250}}) {  // one call; calls of 250 <= V / 8: listed rows
+          std::string const what = std::string(to_string(mode)) + " " + std::string(to_string(plan)) + " " +
+                                   std::string(to_string(scale)) + " microbatch " + std::to_string(microbatch);
+          SCOPED_TRACE(what);
+          job::BackwardSettings s;
+          s.table = path("t.h5");
+          s.batch = path("b.h5");
+          s.out = path("r" + std::to_string(checked) + ".h5");
+          s.mode = mode;
+          s.plan = plan;
+          s.scale_grad_by_freq = scale;
+          s.microbatch = microbatch;
+          plans_seen().clear();
+          job::run_backward(TEST_EXECSPACE(), job::OneProcess(), s);
+          auto const run = io::read_run_header(s.out);
+          EXPECT_EQ(plans_seen(), std::set<std::string>{run.plan_used});
+          ++checked;
+        }
+  EXPECT_EQ(checked, 72);
+}
+
+}  // namespace
+}  // namespace kembed
