@@ -279,10 +279,10 @@ int main(int argc, char** argv) {
     if (*make_table_cmd) return make_table(mt);
     if (*import_cmd) return import_table(im);
   } catch (kembed::io::IoFailure const& e) {
-    console.error(std::string(e.what()).substr(8));  // without the "kembed: " prefix
+    console.error(e.message());
     return Exit::io_failure;
   } catch (kembed::Error const& e) {
-    console.error(std::string(e.what()).substr(8));
+    console.error(e.message());
     return Exit::bad_input;
   } catch (std::bad_alloc const&) {
     console.error("out of memory");

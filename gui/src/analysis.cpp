@@ -42,6 +42,16 @@ std::mutex& io_mutex() {
   return m;
 }
 
+namespace {
+
+// What went wrong, in kembed's words without its "kembed: " prefix where it is kembed's.
+std::string message_of(std::exception const& e) {
+  auto const* own = dynamic_cast<Error const*>(&e);
+  return own ? own->message() : e.what();
+}
+
+}  // namespace
+
 std::vector<float> Dataset::read_rows(std::int64_t first, std::int64_t count) const {
   std::vector<float> out(static_cast<std::size_t>(count * cols));
   std::string failure;
@@ -50,14 +60,14 @@ std::vector<float> Dataset::read_rows(std::int64_t first, std::int64_t count) co
     reader->read(first, count, out.data());
     return out;
   } catch (std::exception const& e) {
-    failure = e.what();
+    failure = message_of(e);
   }
   std::fill(out.begin(), out.end(), std::nanf(""));
   std::function<void(std::string const&)> report;
   {
     std::lock_guard<std::mutex> lock(damage->mutex);
     if (!damage->first.empty()) return out;
-    damage->first = failure.rfind("kembed: ", 0) == 0 ? failure.substr(8) : failure;
+    damage->first = failure;
     report = damage->on_damage;
   }
   if (report) report(damage->first);
@@ -157,8 +167,7 @@ Scan scan(Dataset const& d, Progress const& progress) {
       std::lock_guard<std::mutex> lock(io_mutex());
       d.reader->read(first, n, rows.data());
     } catch (std::exception const& e) {  // a damaged chunk: the pass ends, saying why
-      out.error = e.what();
-      if (out.error.rfind("kembed: ", 0) == 0) out.error = out.error.substr(8);
+      out.error = message_of(e);
       out.completed = true;
       out.sha256_ok = false;
       return out;

@@ -49,7 +49,7 @@ int rank_of(Collective const*) {
 
 // The problem an IoFailure for `path` names, without "kembed: <path>: ".
 std::string problem_of(std::string const& path, IoFailure const& e) {
-  std::string const text = std::string(e.what()).substr(8);
+  std::string const text = e.message();
   return text.rfind(path + ": ", 0) == 0 ? text.substr(path.size() + 2) : text;
 }
 

@@ -88,7 +88,7 @@ void save_table(std::string const& path, float const* rows, std::int64_t first_r
   try {
     if (collective) check_rows();
   } catch (Error const& e) {
-    bad_input = std::string(e.what()).substr(8);
+    bad_input = e.message();
   }
   auto header = [&](hid_t file) {
     detail::write_identity(file, table_format, &options);

@@ -216,11 +216,11 @@ Failure describe(std::exception_ptr error) {
   try {
     std::rethrow_exception(error);
   } catch (io::IoFailure const& e) {
-    std::string text = std::string(e.what()).substr(8);
+    std::string text = e.message();
     if (text.rfind(e.path() + ": ", 0) == 0) text = text.substr(e.path().size() + 2);
     return {1, e.path(), text};
   } catch (Error const& e) {
-    return {0, "", std::string(e.what()).substr(8)};
+    return {0, "", e.message()};
   } catch (std::bad_alloc const&) {
     return {2, "", "out of memory"};
   } catch (std::exception const& e) {

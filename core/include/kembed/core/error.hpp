@@ -1,6 +1,7 @@
 #pragma once
 // The errors kembed raises. Every message names the argument, what was given and
 // what is wanted, so that a batch log alone says what to fix.
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 
@@ -13,8 +14,11 @@ class Error : public std::runtime_error {
   Error(std::string argument, std::string const& message)
       : std::runtime_error("kembed: " + message), argument_(std::move(argument)) {}
   std::string const& argument() const noexcept { return argument_; }
+  // what() without its "kembed: " prefix: for a caller that words the error itself.
+  char const* message() const noexcept { return what() + prefix_length; }
 
  private:
+  static constexpr std::size_t prefix_length = 8;  // "kembed: "
   std::string argument_;
 };
 

@@ -127,7 +127,7 @@ class ShardedEmbedding {
           layer_.emplace(Local::backward_only(space, rows_.size(), embedding_dim, local));
       }
     } catch (Error const& e) {
-      error = std::string(e.what()).substr(8);  // without "kembed: "
+      error = e.message();
     }
     agree_on(error);
   }
@@ -226,7 +226,7 @@ class ShardedEmbedding {
       t = slab_size(ids.shape());
       if (t > 0 && !ids.data()) throw InvalidArgument("ids", "ids has no data (a null pointer)");
     } catch (Error const& e) {
-      error = std::string(e.what()).substr(8);  // without "kembed: "
+      error = e.message();
     }
     auto const global = checked_slab(ids, nullptr, error);
     auto const route = route_of(global);
@@ -239,7 +239,7 @@ class ShardedEmbedding {
         rows = layer_->forward(IdsRef(recv_ids));
       }
     } catch (Error const& e) {
-      error = std::string(e.what()).substr(8);
+      error = e.message();
     }
     agree_on(error);
     std::vector<float> back(static_cast<std::size_t>(t * d)), y(static_cast<std::size_t>(t * d));
@@ -327,7 +327,7 @@ class ShardedEmbedding {
       if (t > 0 && (!ids.data() || !dy.data)) throw InvalidArgument("ids", "ids or dy has no data (a null pointer)");
       if (!bad_output.empty()) throw InvalidArgument("grad", bad_output);
     } catch (Error const& e) {
-      error = std::string(e.what()).substr(8);  // without "kembed: "
+      error = e.message();
     }
     auto const global = checked_slab(ids, dy.data, error);
 
@@ -352,7 +352,7 @@ class ShardedEmbedding {
     try {
       if (layer_) fold_received(recv_ids, recv_dy, received);  // a rank without rows gets nothing
     } catch (Error const& e) {
-      error = std::string(e.what()).substr(8);
+      error = e.message();
     }
     traffic_.fold_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_fold).count();
     agree_on(error);
