@@ -512,20 +512,14 @@ struct StreamingFile::Impl {
   }
 };
 
-StreamingFile::StreamingFile(std::string path) : impl_(new Impl(std::move(path))) {
+StreamingFile::StreamingFile(std::string path) : impl_(std::make_unique<Impl>(std::move(path))) {
   h5::Handle fapl = h5::compatible_fapl();
   h5::Handle fcpl = h5::reproducible_fcpl();
   impl_->file = h5::file(H5Fcreate(impl_->out.temp_path().c_str(), H5F_ACC_TRUNC, fcpl, fapl));
-  if (!impl_->file.valid()) {
-    auto const text = h5::error_text();
-    delete impl_;
-    throw std::runtime_error("cannot create it: " + text);
-  }
+  if (!impl_->file.valid()) throw std::runtime_error("cannot create it: " + h5::error_text());
 }
 
-StreamingFile::~StreamingFile() {
-  delete impl_;
-}
+StreamingFile::~StreamingFile() = default;
 
 hid_t StreamingFile::root() const {
   return impl_->file;

@@ -7,6 +7,7 @@
 #include <kembed/io/table_file.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -102,7 +103,7 @@ class StreamingFile {
 
  private:
   struct Impl;
-  Impl* impl_;
+  std::unique_ptr<Impl> impl_;  // one owner: the file is neither copied nor moved
 };
 
 // Attributes a format requires: the value, or a FileError naming the attribute.
