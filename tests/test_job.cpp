@@ -8,6 +8,7 @@
 #include <kembed/io/table_file.hpp>
 #include <kembed/job/backward.hpp>
 #include <kembed/job/one_process.hpp>
+#include <kembed/job/team.hpp>
 
 #include <unistd.h>
 #include <filesystem>
@@ -36,6 +37,15 @@ void on_region(char const* name) {
   auto const rest = inside.substr(comma + 1);
   plans_seen().insert(rest.substr(0, rest.find(',')));
 }
+
+// The Team concept (kembed/job/team.hpp): the team of one is one, and a type that
+// lacks a member is not.
+static_assert(job::is_team_v<job::OneProcess, TEST_EXECSPACE>);
+struct NoBroadcast : job::OneProcess {
+  void broadcast() const = delete;
+};
+static_assert(!job::is_team_v<NoBroadcast, TEST_EXECSPACE>);
+static_assert(!job::is_team_v<int, TEST_EXECSPACE>);
 
 class Job : public ::testing::Test {
  protected:

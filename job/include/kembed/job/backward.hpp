@@ -14,6 +14,7 @@
 #include <kembed/io/run_file.hpp>
 #include <kembed/job/detail/backward_job.hpp>
 #include <kembed/job/settings.hpp>
+#include <kembed/job/team.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -31,6 +32,8 @@ template <class ExecutionSpace, class Team>
 BackwardReport run_backward(ExecutionSpace const& space, Team const& team, BackwardSettings const& settings,
                             Observer const& observer = {}) {
   static_assert(Kokkos::is_execution_space<ExecutionSpace>::value, "run_backward: a Kokkos execution space");
+  static_assert(is_team_v<Team, ExecutionSpace>,
+                "run_backward: Team must be a team (kembed/job/team.hpp lists what one has)");
   return detail::BackwardJob<ExecutionSpace, Team>(space, team, settings, observer).run();
 }
 

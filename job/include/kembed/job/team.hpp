@@ -1,0 +1,73 @@
+#pragma once
+// The Team concept: who runs the batch job. job::OneProcess is the team of one;
+// kembed::mpi::Team (<kembed/mpi/team.hpp>) is the ranks of an MPI communicator.
+// run_backward checks a team against this list with static_assert, so a new team
+// (a fake two-rank one in a test, say) learns at compile time what it lacks.
+//
+// A Team `T`, on every rank (calls are collective unless said otherwise):
+//   t.rank(), t.size()                    this rank and how many (int)
+//   t.collective()                        io::Collective const* for collective files, or null
+//   t.reads_ahead()                       whether file work may run on a thread of its own
+//   t.agree(std::exception_ptr)           every rank throws the first error any rank had
+//   t.broadcast(std::string)              the first rank's text, on every rank
+//   t.sum(n), t.sum_before(n)             of every rank's n; of the ranks before this one
+//   t.sha256_in_rank_order(data, bytes)   SHA-256 of every rank's bytes, in rank order
+//   t.sum_rows(counts, first_row, rows)   per-row counts summed to the rows' owner
+//   T::Layer<Space>(t, space, V, d, Options), with config(), first_row(), row_count(),
+//     backward(...), backward_sparse(...), last_path(), last_positions(),
+//     exchange_seconds(), bytes_sent(): the layer of this rank's rows.
+#include <kembed/core/options.hpp>
+
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace kembed::io {
+struct Collective;
+}
+
+namespace kembed::job {
+
+namespace detail {
+
+template <class T, class = void>
+struct team_members : std::false_type {};
+template <class T>
+struct team_members<
+    T, std::void_t<decltype(int(std::declval<T const&>().rank())), decltype(int(std::declval<T const&>().size())),
+                   decltype(static_cast<io::Collective const*>(std::declval<T const&>().collective())),
+                   decltype(bool(std::declval<T const&>().reads_ahead())),
+                   decltype(std::declval<T const&>().agree(std::exception_ptr())),
+                   decltype(std::string(std::declval<T const&>().broadcast(std::string()))),
+                   decltype(std::int64_t(std::declval<T const&>().sum(std::int64_t()))),
+                   decltype(std::int64_t(std::declval<T const&>().sum_before(std::int64_t()))),
+                   decltype(std::string(std::declval<T const&>().sha256_in_rank_order(nullptr, std::size_t()))),
+                   decltype(std::vector<std::int64_t>(std::declval<T const&>().sum_rows(
+                       std::vector<std::int64_t>(), std::int64_t(), std::int64_t())))>> : std::true_type {};
+
+template <class T, class Space, class = void>
+struct team_layer : std::false_type {};
+template <class T, class Space>
+struct team_layer<
+    T, Space,
+    std::void_t<decltype(typename T::template Layer<Space>(std::declval<T const&>(), std::declval<Space const&>(),
+                                                           std::int64_t(), std::int64_t(), Options())),
+                decltype(static_cast<Config const&>(std::declval<typename T::template Layer<Space> const&>().config())),
+                decltype(std::int64_t(std::declval<typename T::template Layer<Space> const&>().first_row())),
+                decltype(std::int64_t(std::declval<typename T::template Layer<Space> const&>().row_count())),
+                decltype(BackwardPath(std::declval<typename T::template Layer<Space> const&>().last_path())),
+                decltype(std::int64_t(std::declval<typename T::template Layer<Space> const&>().last_positions())),
+                decltype(double(std::declval<typename T::template Layer<Space> const&>().exchange_seconds())),
+                decltype(std::int64_t(std::declval<typename T::template Layer<Space> const&>().bytes_sent()))>>
+    : std::true_type {};
+
+}  // namespace detail
+
+// Whether T is a Team whose layers run on Space (the list above).
+template <class T, class Space>
+inline constexpr bool is_team_v = detail::team_members<T>::value&& detail::team_layer<T, Space>::value;
+
+}  // namespace kembed::job
