@@ -53,15 +53,6 @@ std::string problem_of(std::string const& path, IoFailure const& e) {
   return text.rfind(path + ": ", 0) == 0 ? text.substr(path.size() + 2) : text;
 }
 
-void require_parallel(Collective const* collective) {
-#if !defined(KEMBED_IO_PARALLEL)
-  if (collective)
-    throw Unsupported("collective", "this kembed_io was built with a serial HDF5; collective files need MPI");
-#else
-  (void)collective;
-#endif
-}
-
 }  // namespace
 
 SlabDataset float_rows(char const* name, std::int64_t rows, std::int64_t cols, float const* mine) {
@@ -84,25 +75,6 @@ SlabDataset int64_rows(char const* name, std::int64_t rows, std::int64_t const* 
   d.cols = 0;
   d.mine = mine;
   return d;
-}
-
-h5::Handle access_list(Collective const* collective) {
-  require_parallel(collective);
-  h5::Handle fapl = h5::compatible_fapl();
-#if defined(KEMBED_IO_PARALLEL)
-  if (collective) H5Pset_fapl_mpio(fapl, collective->comm, MPI_INFO_NULL);
-#endif
-  return fapl;
-}
-
-h5::Handle transfer_list(Collective const* collective) {
-  require_parallel(collective);
-  if (!collective) return {};
-  h5::Handle dxpl = h5::plist(H5Pcreate(H5P_DATASET_XFER));
-#if defined(KEMBED_IO_PARALLEL)
-  H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
-#endif
-  return dxpl;
 }
 
 void write_slabs(std::string const& path, std::string const& what, std::function<void(hid_t root)> const& header,

@@ -1,6 +1,7 @@
 #pragma once
 // Files whose big datasets are written in row slabs, by one process or by every rank
 // of an MPI communicator (run files and checkpoints of a sharded job).
+#include "collective_lists.hpp"
 #include "common.hpp"
 
 #include <kembed/io/job_files.hpp>
@@ -36,10 +37,5 @@ SlabDataset int64_rows(char const* name, std::int64_t rows, std::int64_t const* 
 void write_slabs(std::string const& path, std::string const& what, std::function<void(hid_t root)> const& header,
                  std::vector<SlabDataset> const& datasets, RowSlab const& slab, SaveOptions const& options,
                  Collective const* collective, std::string const& bad_input = {});
-
-// A file access list for reading `collective`ly (the default one when null), and the
-// matching transfer list (H5P_DEFAULT when null).
-h5::Handle access_list(Collective const* collective);
-h5::Handle transfer_list(Collective const* collective);
 
 }  // namespace kembed::io::detail

@@ -1,8 +1,9 @@
-#include "common.hpp"
-#include "sharded_file.hpp"
-
-#include "atomic_file.hpp"
+// Dataset I/O: storage and filter checks, the checked 2-D float and 1-D integer
+// datasets read by rows, and chunked, checksummed matrices written by blocks.
+#include "datasets.hpp"
+#include "atomic_file.hpp"  // folder_of
 #include "direct_chunks.hpp"
+#include "open_file.hpp"
 
 #include <kembed/core/shape.hpp>
 #include <kembed/core/validate.hpp>
@@ -22,115 +23,6 @@
 #include <stdexcept>
 
 namespace kembed::io::detail {
-
-h5::Handle open_for_reading(std::string const& path, Collective const* collective) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0)
-    throw FileError(path, "", std::string("cannot be opened: ") + std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) throw FileError(path, "", "is a folder, not an HDF5 file");
-  // A FIFO, socket or device would block or stream forever inside HDF5.
-  if (!S_ISREG(st.st_mode))
-    throw FileError(path, "",
-                    std::string("is not a regular file (it is a ") +
-                        (S_ISFIFO(st.st_mode)   ? "FIFO"
-                         : S_ISSOCK(st.st_mode) ? "socket"
-                         : S_ISCHR(st.st_mode)  ? "character device"
-                         : S_ISBLK(st.st_mode)  ? "block device"
-                                                : "special file") +
-                        "); kembed reads HDF5 files");
-  if (::access(path.c_str(), R_OK) != 0)
-    throw FileError(path, "", std::string("cannot be read: ") + std::strerror(errno));
-  htri_t const is_hdf5 = H5Fis_hdf5(path.c_str());
-  if (is_hdf5 <= 0) {
-    h5::error_text();  // clear the stack
-    throw FileError(path, "", "is not an HDF5 file (no HDF5 signature)");
-  }
-  // Collectively, every rank checks the same file above and opens it here together.
-  h5::Handle const fapl = collective ? access_list(collective) : h5::Handle();
-  h5::Handle file = h5::file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, collective ? fapl.get() : H5P_DEFAULT));
-  if (!file.valid()) {
-    auto const text = h5::error_text();
-    // HDF5 1.10 locks files it opens; a writer elsewhere holds the lock.
-    if (text.find("unable to lock") != std::string::npos)
-      throw FileError(path, "",
-                      "is locked: another program has it open for writing (HDF5: " + text +
-                          "). Wait for it to finish, or close it there");
-    throw FileError(path, "", "is an HDF5 file but cannot be opened; it is truncated or damaged (HDF5: " + text + ")");
-  }
-  return file;
-}
-
-namespace {
-// Whether decimal `text` is a larger number than `value` (any length, no overflow).
-bool greater_than(std::string text, int value) {
-  text.erase(0, std::min(text.find_first_not_of('0'), text.size()));
-  std::string const v = std::to_string(value);
-  return text.size() != v.size() ? text.size() > v.size() : text > v;
-}
-}  // namespace
-
-void check_format(hid_t file, std::string const& path, std::string const& family, int version, char const* what) {
-  std::optional<std::string> tag;
-  try {
-    tag = h5::read_string(file, "format");
-  } catch (std::exception const& e) {
-    throw FileError(path, "", e.what());
-  }
-  std::string const want = family + "-" + std::to_string(version);
-  if (!tag) {
-    throw FileError(
-        path, "",
-        std::string("has no 'format' attribute, so it is not a kembed ") + what + " file (format '" + want + "')");
-  }
-  if (*tag == want) return;
-  if (tag->empty())
-    throw FileError(path, "",
-                    "has an empty 'format' attribute; kembed never writes one, so the file is damaged (its strings "
-                    "do not read back) or was not written by kembed");
-  auto const dash = tag->rfind('-');
-  std::string const tag_family = dash == std::string::npos ? *tag : tag->substr(0, dash);
-  std::string const tag_version = dash == std::string::npos ? "" : tag->substr(dash + 1);
-  bool const numeric = !tag_version.empty() && tag_version.find_first_not_of("0123456789") == std::string::npos;
-  if (tag_family == family && numeric && greater_than(tag_version, version)) {
-    throw FileError(path, "",
-                    "was written by a newer kembed (format '" + *tag + "'); this kembed reads '" + want +
-                        "': upgrade kembed to read it");
-  }
-  if (tag_family == "kembed-run" || tag_family == "kembed-embedding") {
-    throw FileError(path, "",
-                    "is a kembed " + std::string(tag_family == "kembed-run" ? "run" : "table") + " file (format '" +
-                        *tag + "'), not a " + what + " file");
-  }
-  throw FileError(path, "", "has format '" + *tag + "', not '" + want + "'");
-}
-
-void check_size(std::string const& path, std::string const& name, std::int64_t rows, std::int64_t cols,
-                std::int64_t element_bytes) {
-  std::int64_t bytes = 0;
-  try {
-    bytes = checked_mul(checked_mul(rows, cols, "shape"), element_bytes, "shape");
-  } catch (Error const&) {
-    throw FileError(path, name,
-                    "has shape (" + std::to_string(rows) + ", " + std::to_string(cols) +
-                        "), whose size does not fit in 64 bits; the file is damaged or not a table");
-  }
-  char what[80];
-  std::snprintf(what, sizeof what, "to load (shape (%lld, %lld))", static_cast<long long>(rows),
-                static_cast<long long>(cols));
-  check_memory(path, name, double(bytes), what);
-}
-
-void check_memory(std::string const& path, std::string const& name, double bytes, std::string const& what) {
-  long const pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0) return;
-  double const memory = double(pages) * double(page);
-  if (bytes <= memory) return;
-  char text[96];
-  std::snprintf(text, sizeof text, "needs %.1f GiB ", bytes / double(1ull << 30));
-  char mem[64];
-  std::snprintf(mem, sizeof mem, ", more than this machine's %.1f GiB", memory / double(1ull << 30));
-  throw FileError(path, name, text + what + mem);
-}
 
 namespace {
 
@@ -355,9 +247,10 @@ void read_rows(FloatMatrix const& m, std::string const& path, std::string const&
                          detail + ")");
   };
   // One process reads kembed's own layout past HDF5's filter pipeline (direct_chunks.hpp).
-  auto const direct =
-      transfer == H5P_DEFAULT ? read_rows_direct(m.dataset, H5T_NATIVE_FLOAT, first, count, out) : DirectRead::unsuitable;
-  if (direct == DirectRead::damaged) throw damaged("a chunk's Fletcher-32 checksum does not match, or it cannot be read");
+  auto const direct = transfer == H5P_DEFAULT ? read_rows_direct(m.dataset, H5T_NATIVE_FLOAT, first, count, out)
+                                              : DirectRead::unsuitable;
+  if (direct == DirectRead::damaged)
+    throw damaged("a chunk's Fletcher-32 checksum does not match, or it cannot be read");
   if (direct == DirectRead::unsuitable) {
     auto const [file_space, mem_space] = row_selection(m.dataset, first, count);
     if (H5Dread(m.dataset, H5T_NATIVE_FLOAT, mem_space, file_space, transfer, out) < 0)
@@ -402,10 +295,12 @@ h5::Handle create_matrix(hid_t loc, char const* name, hid_t file_type, std::int6
   return dset;
 }
 
-void write_block(hid_t dset, char const* name, hid_t mem_type, std::int64_t first, std::int64_t count,
-                 void const* data, hid_t transfer) {
+void write_block(hid_t dset, char const* name, hid_t mem_type, std::int64_t first, std::int64_t count, void const* data,
+                 hid_t transfer) {
   if (count == 0 && transfer == H5P_DEFAULT) return;
-  auto const failed = [&] { return std::runtime_error(std::string("writing dataset '") + name + "': " + h5::error_text()); };
+  auto const failed = [&] {
+    return std::runtime_error(std::string("writing dataset '") + name + "': " + h5::error_text());
+  };
   auto const through_hdf5 = [&](std::int64_t from, std::int64_t n, void const* rows) {
     auto const [file_space, mem_space] = row_selection(dset, from, n);
     if (H5Dwrite(dset, mem_type, mem_space, file_space, transfer, rows) < 0) throw failed();
@@ -464,170 +359,13 @@ void read_ints(hid_t dataset, std::string const& path, std::string const& name, 
   };
   auto const direct =
       transfer == H5P_DEFAULT ? read_rows_direct(dataset, H5T_NATIVE_INT64, first, count, out) : DirectRead::unsuitable;
-  if (direct == DirectRead::damaged) throw damaged("a chunk's Fletcher-32 checksum does not match, or it cannot be read");
+  if (direct == DirectRead::damaged)
+    throw damaged("a chunk's Fletcher-32 checksum does not match, or it cannot be read");
   if (direct == DirectRead::unsuitable) {
     auto const [file_space, mem_space] = row_selection(dataset, first, count);
     if (H5Dread(dataset, H5T_NATIVE_INT64, mem_space, file_space, transfer, out) < 0)
       throw damaged("HDF5: " + h5::error_text());
   }
-}
-
-struct StreamingFile::Impl {
-  std::string path;
-  AtomicFile out;
-  h5::Handle file;
-  std::vector<std::pair<std::string, h5::Handle>> datasets;
-  bool committed = false;
-  int writeback_fd = -1;  // start_writeback()'s
-  explicit Impl(std::string p) : path(p), out(std::move(p)) {}
-  ~Impl() {
-    if (writeback_fd >= 0) ::close(writeback_fd);
-    if (!committed) discard();
-  }
-  hid_t dataset(char const* name) {
-    for (auto& [n, d] : datasets)
-      if (n == name) return d;
-    throw std::logic_error(std::string("StreamingFile: no dataset ") + name);
-  }
-  // An unfinished file is thrown away, but HDF5 still flushes and truncates it on
-  // close; after a failed write (disk full, file-size limit) that fails too, and a
-  // file HDF5 could not close crashes its exit handler. So its descriptor is first
-  // pointed at an anonymous memory file: every close then succeeds, and the
-  // temporary file, never renamed in, goes with AtomicFile.
-  void discard() noexcept {
-    h5::Quiet quiet;
-    if (file.valid()) {
-      void* handle = nullptr;
-      if (H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) >= 0 && handle) {
-        int const sink = ::memfd_create("kembed-discarded", MFD_CLOEXEC);
-        if (sink >= 0) {
-          ::dup2(sink, *static_cast<int*>(handle));
-          ::close(sink);
-        }
-      }
-    }
-    datasets.clear();
-    file.close();
-    h5::error_text();
-  }
-};
-
-StreamingFile::StreamingFile(std::string path) : impl_(std::make_unique<Impl>(std::move(path))) {
-  h5::Handle fapl = h5::compatible_fapl();
-  h5::Handle fcpl = h5::reproducible_fcpl();
-  impl_->file = h5::file(H5Fcreate(impl_->out.temp_path().c_str(), H5F_ACC_TRUNC, fcpl, fapl));
-  if (!impl_->file.valid()) throw std::runtime_error("cannot create it: " + h5::error_text());
-}
-
-StreamingFile::~StreamingFile() = default;
-
-hid_t StreamingFile::root() const {
-  return impl_->file;
-}
-
-void StreamingFile::create(char const* name, hid_t file_type, std::int64_t rows, std::int64_t cols,
-                           SaveOptions const& options) {
-  impl_->datasets.emplace_back(name, create_matrix(impl_->file, name, file_type, rows, cols, options));
-}
-
-void StreamingFile::write_rows(char const* name, hid_t mem_type, std::int64_t first, std::int64_t count,
-                               void const* data) {
-  write_block(impl_->dataset(name), name, mem_type, first, count, data);
-}
-
-void StreamingFile::close() {
-  if (!impl_->file.valid()) return;
-  // Flushed while the file can still be discarded; only a clean file is closed.
-  if (H5Fflush(impl_->file, H5F_SCOPE_LOCAL) < 0) throw std::runtime_error("flushing it failed: " + h5::error_text());
-  impl_->datasets.clear();
-  if (H5Fclose(impl_->file.get()) < 0) throw std::runtime_error("closing it failed: " + h5::error_text());
-  impl_->file.release();
-}
-
-std::string const& StreamingFile::temp_path() const {
-  return impl_->out.temp_path();
-}
-
-void StreamingFile::sync_so_far() {
-  if (H5Fflush(impl_->file, H5F_SCOPE_LOCAL) < 0) throw std::runtime_error("flushing it failed: " + h5::error_text());
-  impl_->out.sync_so_far();
-}
-
-void StreamingFile::start_writeback() {
-#if defined(__linux__)
-  if (impl_->writeback_fd < 0) impl_->writeback_fd = ::open(impl_->out.temp_path().c_str(), O_RDONLY | O_CLOEXEC);
-  if (impl_->writeback_fd >= 0) ::sync_file_range(impl_->writeback_fd, 0, 0, SYNC_FILE_RANGE_WRITE);  // a hint only
-#endif
-}
-
-void StreamingFile::commit() {
-  close();
-  impl_->committed = true;
-  impl_->out.commit();
-}
-
-namespace {
-template <class Read>
-auto required(std::string const& path, char const* name, Read&& read) {
-  try {
-    if (auto value = read()) return *value;
-  } catch (std::exception const& e) {
-    throw FileError(path, "", e.what());
-  }
-  throw FileError(path, "", std::string("has no attribute '") + name + "'");
-}
-}  // namespace
-
-std::int64_t required_int64(hid_t obj, std::string const& path, char const* name) {
-  return required(path, name, [&] { return h5::read_int64(obj, name); });
-}
-
-std::string required_string(hid_t obj, std::string const& path, char const* name) {
-  return required(path, name, [&] { return h5::read_string(obj, name); });
-}
-
-void check_padding_to_store(char const* what, std::int64_t value, std::int64_t rows) {
-  if (value == -1 || (value >= 0 && value < rows)) return;
-  throw InvalidArgument("padding_idx", std::string(what) + " has padding_idx " + std::to_string(value) +
-                                           "; files store the padding row normalised, in [0, " +
-                                           std::to_string(rows) + "), or -1 for none (make_config normalises)");
-}
-
-std::int64_t stored_padding_idx(std::string const& path, std::int64_t value, std::int64_t rows) {
-  if (value == -1 || (value >= 0 && value < rows)) return value;
-  throw FileError(path, "", "its padding_idx is " + std::to_string(value) +
-                                ", but a kembed file stores the padding row as a row number in [0, " +
-                                std::to_string(rows) + ") or -1 for none");
-}
-
-void write_identity(hid_t root, char const* format, SaveOptions const* created_by) {
-  h5::write_string(root, "format", format);
-  h5::write_string(root, "kembed_version", KEMBED_VERSION_STRING);
-  if (created_by)
-    h5::write_string(root, "created_by", created_by->created_by.empty() ? own_command_line() : created_by->created_by);
-}
-
-std::string own_command_line() {
-  std::FILE* f = std::fopen("/proc/self/cmdline", "rb");
-  if (!f) return "";
-  std::string text;
-  char buffer[4096];
-  std::size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) text.append(buffer, n);
-  std::fclose(f);
-  while (!text.empty() && text.back() == '\0') text.pop_back();
-  for (auto& c : text)
-    if (c == '\0') c = ' ';
-  return text;
-}
-
-std::string utc_now_iso8601() {
-  std::time_t const now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
 }
 
 }  // namespace kembed::io::detail

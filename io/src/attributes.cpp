@@ -1,0 +1,89 @@
+// Attributes: the ones a format requires, the padding rule, and the identity every
+// kembed file starts with.
+#include "attributes.hpp"
+
+#include <kembed/core/shape.hpp>
+#include <kembed/core/validate.hpp>
+#include <kembed/io/error.hpp>
+#include <kembed/version.hpp>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <stdexcept>
+
+namespace kembed::io::detail {
+
+namespace {
+template <class Read>
+auto required(std::string const& path, char const* name, Read&& read) {
+  try {
+    if (auto value = read()) return *value;
+  } catch (std::exception const& e) {
+    throw FileError(path, "", e.what());
+  }
+  throw FileError(path, "", std::string("has no attribute '") + name + "'");
+}
+}  // namespace
+
+std::int64_t required_int64(hid_t obj, std::string const& path, char const* name) {
+  return required(path, name, [&] { return h5::read_int64(obj, name); });
+}
+
+std::string required_string(hid_t obj, std::string const& path, char const* name) {
+  return required(path, name, [&] { return h5::read_string(obj, name); });
+}
+
+void check_padding_to_store(char const* what, std::int64_t value, std::int64_t rows) {
+  if (value == -1 || (value >= 0 && value < rows)) return;
+  throw InvalidArgument("padding_idx", std::string(what) + " has padding_idx " + std::to_string(value) +
+                                           "; files store the padding row normalised, in [0, " + std::to_string(rows) +
+                                           "), or -1 for none (make_config normalises)");
+}
+
+std::int64_t stored_padding_idx(std::string const& path, std::int64_t value, std::int64_t rows) {
+  if (value == -1 || (value >= 0 && value < rows)) return value;
+  throw FileError(path, "",
+                  "its padding_idx is " + std::to_string(value) +
+                      ", but a kembed file stores the padding row as a row number in [0, " + std::to_string(rows) +
+                      ") or -1 for none");
+}
+
+void write_identity(hid_t root, char const* format, SaveOptions const* created_by) {
+  h5::write_string(root, "format", format);
+  h5::write_string(root, "kembed_version", KEMBED_VERSION_STRING);
+  if (created_by)
+    h5::write_string(root, "created_by", created_by->created_by.empty() ? own_command_line() : created_by->created_by);
+}
+
+std::string own_command_line() {
+  std::FILE* f = std::fopen("/proc/self/cmdline", "rb");
+  if (!f) return "";
+  std::string text;
+  char buffer[4096];
+  std::size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) text.append(buffer, n);
+  std::fclose(f);
+  while (!text.empty() && text.back() == '\0') text.pop_back();
+  for (auto& c : text)
+    if (c == '\0') c = ' ';
+  return text;
+}
+
+std::string utc_now_iso8601() {
+  std::time_t const now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+}  // namespace kembed::io::detail
