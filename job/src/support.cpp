@@ -116,11 +116,11 @@ std::string remove_own_checkpoint(std::string const& path, std::string const& jo
   return {};
 }
 
-std::string most_positions(std::map<std::string, std::int64_t> const& positions_by_plan) {
+std::string most_positions(std::map<std::string_view, std::int64_t> const& positions_by_plan) {
   std::string best;
   std::int64_t most = 0;
   for (auto const& [plan, n] : positions_by_plan)
-    if (n > most) best = plan, most = n;
+    if (n > most) best = std::string(plan), most = n;
   return best;
 }
 

@@ -215,7 +215,7 @@ class BackwardJob {
       });
     };
     std::future<void> checkpoint_written;
-    std::map<std::string, std::int64_t> folded_by_plan;  // this rank's positions by the plan that folded them
+    std::map<std::string_view, std::int64_t> folded_by_plan;  // this rank's positions by the plan that folded them
     double read_s = 0, backward_s = 0, checkpoint_s = 0;
     std::int64_t last_checkpoint = position;
     auto const crash_at = fault_position();
@@ -251,7 +251,7 @@ class BackwardJob {
           else {
             layer->backward(space_, blk.ids.data() + (lo - a), blk.dy.data() + (lo - a) * d, hi - lo, grad,
                             counts.data(), batch_counts);
-            folded_by_plan[std::string(layer->last_path().plan_name())] += layer->last_positions();
+            folded_by_plan[layer->last_path().plan_name()] += layer->last_positions();
           }
           microbatches += (n + s_.microbatch - 1) / s_.microbatch;  // as the split would have had
         }

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kembed::job {
@@ -38,8 +39,8 @@ std::string remove_own_checkpoint(std::string const& path, std::string const& jo
 [[noreturn]] void refuse_checkpoint(io::FileError const& e);
 
 // The plan that folded the most positions (the first such in name order), as the
-// layer's paths reported them; "" when none folded any (a job resumed at its end).
-std::string most_positions(std::map<std::string, std::int64_t> const& positions_by_plan);
+// layer's paths reported them (static names: plan_name()); "" when none folded any.
+std::string most_positions(std::map<std::string_view, std::int64_t> const& positions_by_plan);
 
 // Refuses a checkpoint that belongs to another job than this one.
 void check_resumable(io::Checkpoint const& c, std::string const& path, io::InputIdentity const& table,
