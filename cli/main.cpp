@@ -129,6 +129,146 @@ void start_ranks(bool backward, std::optional<MpiSession>& session) {
                           : "only `kembed backward` runs on many MPI ranks; run this command as one process");
 }
 
+CLI::App* add_backward(CLI::App& app, BackwardArgs& bw) {
+  auto* backward = app.add_subcommand("backward", "Gradient of a batch file, in microbatches, into a run file");
+  backward->add_option("--table", bw.table, "Table file (kembed-embedding-1)")->required();
+  backward->add_option("--batch", bw.batch, "Batch file: ids (T,) and dy (T, d)")->required();
+  backward->add_option("--out", bw.out, "Run file to write (kembed-run-1)")->required();
+  backward->add_option("--microbatch", bw.microbatch,
+                       "Positions per backward call in mode deterministic, whose sums depend on the split; "
+                       "other modes fold each block read (64 Ki positions or more) in one call: their bits do not")
+      ->capture_default_str();
+  backward->add_option("--plan", bw.plan_name, "scan, sort, bucket or auto (default: the table file's)");
+  backward->add_option("--mode", bw.mode_name, "identical, deterministic or fast (default: the table file's)");
+  auto* padding = backward->add_option("--padding-idx", bw.padding_idx,
+                                       "Padding row as torch takes it: negative counts from the end, -1 is row V-1 "
+                                       "(default: the table file's)");
+  backward->add_flag("--no-padding", bw.no_padding, "No padding row, whatever the table file says")->excludes(padding);
+  backward->add_flag("--sparse", bw.sparse,
+                     "Write a row-sparse run file: the rows the batch references, never a (V, d) gradient "
+                     "(also when the table file asks for one)");
+  auto* scale_option = backward->add_option(
+      "--scale-grad-by-freq", bw.scale_name,
+      "[call|batch|none] Scale each term by 1 / its row's count: in its microbatch (call, as torch; the "
+      "default when given alone) or in the whole batch (batch); none turns it off. Default: the table file's");
+  scale_option->expected(0, 1);
+  // Given alone, --scale-grad-by-freq means call (as torch).
+  backward->parse_complete_callback([&bw, scale_option] {
+    if (scale_option->count() > 0 && (!bw.scale_name || bw.scale_name->empty())) bw.scale_name = "call";
+  });
+  backward->add_option("--ids-dataset", bw.ids_dataset, "Dataset of ids in the batch file")->capture_default_str();
+  backward->add_option("--dy-dataset", bw.dy_dataset, "Dataset of dy in the batch file")->capture_default_str();
+  backward->add_option("--checkpoint-every", bw.checkpoint_every, "Write a checkpoint every N positions (0: never)")
+      ->capture_default_str();
+  backward->add_option("--checkpoint", bw.checkpoint, "Checkpoint file (default: OUT.checkpoint)");
+  backward->add_flag("--resume", bw.resume, "Continue from the checkpoint, if there is one");
+  backward->add_flag("--deflate", bw.deflate, "Compress the run file (shuffle + deflate)");
+  backward->add_option("--run-id", bw.run_id, "Identifier stored in the run file (default: time, pid, random)");
+  return backward;
+}
+
+CLI::App* add_forward(CLI::App& app, ForwardArgs& fw) {
+  auto* forward = app.add_subcommand("forward", "Look up the rows of a batch's ids into an output file");
+  forward->add_option("--table", fw.table, "Table file")->required();
+  forward->add_option("--ids", fw.ids, "File with the ids (a batch file)")->required();
+  forward->add_option("--out", fw.out, "Output file (kembed-forward-1, dataset /y)")->required();
+  forward->add_option("--ids-dataset", fw.ids_dataset, "Dataset of ids")->capture_default_str();
+  forward->add_option("--microbatch", fw.microbatch, "Positions per forward call")->capture_default_str();
+  forward->add_option("--max-norm", fw.max_norm,
+                      "Renormalise each referenced row whose norm exceeds this, as torch (default: the table file's)");
+  forward->add_option("--norm-type", fw.norm_type, "The norm --max-norm uses: a number > 0, or inf (default: 2)");
+  return forward;
+}
+
+CLI::App* add_diff(CLI::App& app, DiffArgs& df) {
+  auto* diff_cmd =
+      app.add_subcommand("diff", "Compare two run files (or two tables) bit for bit; exit 0 identical, 1 not");
+  diff_cmd->add_option("a", df.a, "First file")->required();
+  diff_cmd->add_option("b", df.b, "Second file")->required();
+  diff_cmd->add_flag("--json", df.json, "One JSON object on stdout, for scripts");
+  diff_cmd->add_option("--rows", df.rows, "Differing rows to list")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  return diff_cmd;
+}
+
+CLI::App* add_info(CLI::App& app, std::string& info_path, bool& info_check) {
+  auto* info_cmd = app.add_subcommand("info", "What a file holds, its format and provenance");
+  info_cmd->add_option("file", info_path, "HDF5 file")->required();
+  info_cmd->add_flag("--check", info_check,
+                     "Also verify every digest and invariant the file carries, reading all of its data (exit 2 if "
+                     "one fails)");
+  return info_cmd;
+}
+
+CLI::App* add_make_batch(CLI::App& app, MakeBatchArgs& mb) {
+  auto* make_batch_cmd =
+      app.add_subcommand("make-batch", "Write a batch file (ids and dy) from a token stream and a seed");
+  make_batch_cmd->add_option("--out", mb.out, "Batch file to write")->required();
+  make_batch_cmd->add_option("--dim", mb.dim, "Columns of dy (the table's embedding_dim)")->required();
+  make_batch_cmd->add_option("--tokens", mb.tokens, "Text file of whitespace-separated token ids");
+  make_batch_cmd->add_option("--zipf", mb.zipf_rows, "Or: draw ids from Zipf(1.1) over this many rows");
+  make_batch_cmd->add_option("--positions", mb.positions, "Positions T (default: the whole token stream)");
+  make_batch_cmd->add_option("--repeat", mb.repeat, "Repeat the token stream this many times")->capture_default_str();
+  make_batch_cmd->add_option("--vocab", mb.vocab, "Rows the ids index (default: the largest id + 1)");
+  make_batch_cmd->add_option("--seed", mb.seed, "Seed of dy (and of --zipf ids)")->capture_default_str();
+  return make_batch_cmd;
+}
+
+CLI::App* add_make_table(CLI::App& app, MakeTableArgs& mt) {
+  auto* make_table_cmd =
+      app.add_subcommand("make-table", "Write a table file of uniform values in [-1, 1) from a seed");
+  make_table_cmd->add_option("--out", mt.out, "Table file to write")->required();
+  make_table_cmd->add_option("--rows", mt.rows, "num_embeddings")->required();
+  make_table_cmd->add_option("--dim", mt.dim, "embedding_dim")->required();
+  make_table_cmd->add_option("--seed", mt.seed, "Seed")->capture_default_str();
+  make_table_cmd->add_option("--padding-idx", mt.padding_idx,
+                              "Padding row as torch takes it: negative counts from the end, -1 is row V-1 "
+                              "(default: none)");
+  make_table_cmd->add_option("--plan", mt.plan, "Plan stored in the file")->capture_default_str();
+  make_table_cmd->add_option("--mode", mt.mode, "Numeric mode stored in the file")->capture_default_str();
+  add_torch_options(make_table_cmd, mt.torch);
+  return make_table_cmd;
+}
+
+CLI::App* add_import(CLI::App& app, ImportArgs& im) {
+  auto* import_cmd = app.add_subcommand(
+      "import", "Make a table file from a 2-D float dataset written by another tool (h5py, Keras, ...)");
+  import_cmd->add_option("from", im.from, "HDF5 file holding the table")->required();
+  import_cmd->add_option("--dataset", im.dataset, "Dataset to import (default: the file's only 2-D float dataset)");
+  import_cmd->add_option("--out", im.out, "Table file to write (kembed-embedding-1)")->required();
+  import_cmd->add_flag("--convert", im.convert,
+                       "Round float64 or float16 values to the nearest float32 (values that do not fit are refused)");
+  import_cmd->add_option("--padding-idx", im.padding_idx,
+                          "Padding row as torch takes it: negative counts from the end, -1 is row V-1 "
+                          "(default: none)");
+  import_cmd->add_option("--plan", im.plan, "Plan stored in the file")->capture_default_str();
+  import_cmd->add_option("--mode", im.mode, "Numeric mode stored in the file")->capture_default_str();
+  import_cmd->add_flag("--deflate", im.deflate, "Compress the table file (shuffle + deflate)");
+  add_torch_options(import_cmd, im.torch);
+  return import_cmd;
+}
+
+// Runs a command, turning what it throws into a message and an exit status.
+template <class F>
+int reporting_errors(Console& console, F&& command) {
+  try {
+    return command();
+  } catch (kembed::io::IoFailure const& e) {
+    console.error(e.message());
+    return Exit::io_failure;
+  } catch (kembed::Error const& e) {
+    console.error(e.message());
+    return Exit::bad_input;
+  } catch (std::bad_alloc const&) {
+    console.error("out of memory");
+    return Exit::io_failure;
+  } catch (std::exception const& e) {
+    console.error(std::string("internal error: ") + e.what());
+    return Exit::internal;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -152,111 +292,22 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string(KEMBED_VERSION_STRING));
 
   BackwardArgs bw;
-  auto* backward = app.add_subcommand("backward", "Gradient of a batch file, in microbatches, into a run file");
-  backward->add_option("--table", bw.table, "Table file (kembed-embedding-1)")->required();
-  backward->add_option("--batch", bw.batch, "Batch file: ids (T,) and dy (T, d)")->required();
-  backward->add_option("--out", bw.out, "Run file to write (kembed-run-1)")->required();
-  backward->add_option("--microbatch", bw.microbatch,
-                       "Positions per backward call in mode deterministic, whose sums depend on the split; "
-                       "other modes fold each block read (64 Ki positions or more) in one call: their bits do not")
-      ->capture_default_str();
-  backward->add_option("--plan", bw.plan_name, "scan, sort, bucket or auto (default: the table file's)");
-  backward->add_option("--mode", bw.mode_name, "identical, deterministic or fast (default: the table file's)");
-  auto* padding = backward->add_option("--padding-idx", bw.padding_idx,
-                                       "Padding row as torch takes it: negative counts from the end, -1 is row V-1 "
-                                       "(default: the table file's)");
-  backward->add_flag("--no-padding", bw.no_padding, "No padding row, whatever the table file says")->excludes(padding);
-  backward->add_flag("--sparse", bw.sparse,
-                     "Write a row-sparse run file: the rows the batch references, never a (V, d) gradient "
-                     "(also when the table file asks for one)");
-  auto* scale_option = backward->add_option(
-      "--scale-grad-by-freq", bw.scale_name,
-      "[call|batch|none] Scale each term by 1 / its row's count: in its microbatch (call, as torch; the "
-      "default when given alone) or in the whole batch (batch); none turns it off. Default: the table file's");
-  scale_option->expected(0, 1);
-  backward->add_option("--ids-dataset", bw.ids_dataset, "Dataset of ids in the batch file")->capture_default_str();
-  backward->add_option("--dy-dataset", bw.dy_dataset, "Dataset of dy in the batch file")->capture_default_str();
-  backward->add_option("--checkpoint-every", bw.checkpoint_every, "Write a checkpoint every N positions (0: never)")
-      ->capture_default_str();
-  backward->add_option("--checkpoint", bw.checkpoint, "Checkpoint file (default: OUT.checkpoint)");
-  backward->add_flag("--resume", bw.resume, "Continue from the checkpoint, if there is one");
-  backward->add_flag("--deflate", bw.deflate, "Compress the run file (shuffle + deflate)");
-  backward->add_option("--run-id", bw.run_id, "Identifier stored in the run file (default: time, pid, random)");
-
   ForwardArgs fw;
-  auto* forward = app.add_subcommand("forward", "Look up the rows of a batch's ids into an output file");
-  forward->add_option("--table", fw.table, "Table file")->required();
-  forward->add_option("--ids", fw.ids, "File with the ids (a batch file)")->required();
-  forward->add_option("--out", fw.out, "Output file (kembed-forward-1, dataset /y)")->required();
-  forward->add_option("--ids-dataset", fw.ids_dataset, "Dataset of ids")->capture_default_str();
-  forward->add_option("--microbatch", fw.microbatch, "Positions per forward call")->capture_default_str();
-  forward->add_option("--max-norm", fw.max_norm,
-                      "Renormalise each referenced row whose norm exceeds this, as torch (default: the table file's)");
-  forward->add_option("--norm-type", fw.norm_type, "The norm --max-norm uses: a number > 0, or inf (default: 2)");
-
   DiffArgs df;
-  auto* diff_cmd =
-      app.add_subcommand("diff", "Compare two run files (or two tables) bit for bit; exit 0 identical, 1 not");
-  diff_cmd->add_option("a", df.a, "First file")->required();
-  diff_cmd->add_option("b", df.b, "Second file")->required();
-  diff_cmd->add_flag("--json", df.json, "One JSON object on stdout, for scripts");
-  diff_cmd->add_option("--rows", df.rows, "Differing rows to list")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-
   std::string info_path;
   bool info_check = false;
-  auto* info_cmd = app.add_subcommand("info", "What a file holds, its format and provenance");
-  info_cmd->add_option("file", info_path, "HDF5 file")->required();
-  info_cmd->add_flag("--check", info_check,
-                     "Also verify every digest and invariant the file carries, reading all of its data (exit 2 if "
-                     "one fails)");
-
   MakeBatchArgs mb;
-  auto* make_batch_cmd =
-      app.add_subcommand("make-batch", "Write a batch file (ids and dy) from a token stream and a seed");
-  make_batch_cmd->add_option("--out", mb.out, "Batch file to write")->required();
-  make_batch_cmd->add_option("--dim", mb.dim, "Columns of dy (the table's embedding_dim)")->required();
-  make_batch_cmd->add_option("--tokens", mb.tokens, "Text file of whitespace-separated token ids");
-  make_batch_cmd->add_option("--zipf", mb.zipf_rows, "Or: draw ids from Zipf(1.1) over this many rows");
-  make_batch_cmd->add_option("--positions", mb.positions, "Positions T (default: the whole token stream)");
-  make_batch_cmd->add_option("--repeat", mb.repeat, "Repeat the token stream this many times")->capture_default_str();
-  make_batch_cmd->add_option("--vocab", mb.vocab, "Rows the ids index (default: the largest id + 1)");
-  make_batch_cmd->add_option("--seed", mb.seed, "Seed of dy (and of --zipf ids)")->capture_default_str();
-
   MakeTableArgs mt;
-  auto* make_table_cmd =
-      app.add_subcommand("make-table", "Write a table file of uniform values in [-1, 1) from a seed");
-  make_table_cmd->add_option("--out", mt.out, "Table file to write")->required();
-  make_table_cmd->add_option("--rows", mt.rows, "num_embeddings")->required();
-  make_table_cmd->add_option("--dim", mt.dim, "embedding_dim")->required();
-  make_table_cmd->add_option("--seed", mt.seed, "Seed")->capture_default_str();
-  make_table_cmd->add_option("--padding-idx", mt.padding_idx,
-                              "Padding row as torch takes it: negative counts from the end, -1 is row V-1 "
-                              "(default: none)");
-  make_table_cmd->add_option("--plan", mt.plan, "Plan stored in the file")->capture_default_str();
-  make_table_cmd->add_option("--mode", mt.mode, "Numeric mode stored in the file")->capture_default_str();
-  add_torch_options(make_table_cmd, mt.torch);
-
   ImportArgs im;
-  auto* import_cmd = app.add_subcommand(
-      "import", "Make a table file from a 2-D float dataset written by another tool (h5py, Keras, ...)");
-  import_cmd->add_option("from", im.from, "HDF5 file holding the table")->required();
-  import_cmd->add_option("--dataset", im.dataset, "Dataset to import (default: the file's only 2-D float dataset)");
-  import_cmd->add_option("--out", im.out, "Table file to write (kembed-embedding-1)")->required();
-  import_cmd->add_flag("--convert", im.convert,
-                       "Round float64 or float16 values to the nearest float32 (values that do not fit are refused)");
-  import_cmd->add_option("--padding-idx", im.padding_idx,
-                          "Padding row as torch takes it: negative counts from the end, -1 is row V-1 "
-                          "(default: none)");
-  import_cmd->add_option("--plan", im.plan, "Plan stored in the file")->capture_default_str();
-  import_cmd->add_option("--mode", im.mode, "Numeric mode stored in the file")->capture_default_str();
-  import_cmd->add_flag("--deflate", im.deflate, "Compress the table file (shuffle + deflate)");
-  add_torch_options(import_cmd, im.torch);
-
+  auto* const backward = add_backward(app, bw);
+  auto* const forward = add_forward(app, fw);
+  auto* const diff_cmd = add_diff(app, df);
+  auto* const info_cmd = add_info(app, info_path, info_check);
+  auto* const make_batch_cmd = add_make_batch(app, mb);
+  auto* const make_table_cmd = add_make_table(app, mt);
+  auto* const import_cmd = add_import(app, im);
   try {
     app.parse(argc, argv);
-    if (scale_option->count() > 0 && (!bw.scale_name || bw.scale_name->empty())) bw.scale_name = "call";
   } catch (CLI::ParseError const& e) {
     int const code = app.exit(e);  // prints help or the parse error
     return code == 0 ? Exit::ok : Exit::bad_input;
@@ -265,31 +316,17 @@ int main(int argc, char** argv) {
   console.set_quiet(quiet);
   bw.command_line.assign(argv, argv + argc);
   std::optional<MpiSession> mpi;  // outlives Kokkos, which starts inside on_backend
-  try {
+  return reporting_errors(console, [&] {
     if (launched_as_rank()) start_ranks(bool(*backward), mpi);
-    if (*backward) {
+    if (*backward)
       return on_backend(backend, threads, [&](auto space) { return kembed::cli::backward<decltype(space)>(bw); });
-    }
-    if (*forward) {
+    if (*forward)
       return on_backend(backend, threads, [&](auto space) { return kembed::cli::forward<decltype(space)>(fw); });
-    }
     if (*diff_cmd) return diff(df);
     if (*info_cmd) return info(info_path, info_check);
     if (*make_batch_cmd) return make_batch(mb);
     if (*make_table_cmd) return make_table(mt);
     if (*import_cmd) return import_table(im);
-  } catch (kembed::io::IoFailure const& e) {
-    console.error(e.message());
-    return Exit::io_failure;
-  } catch (kembed::Error const& e) {
-    console.error(e.message());
-    return Exit::bad_input;
-  } catch (std::bad_alloc const&) {
-    console.error("out of memory");
-    return Exit::io_failure;
-  } catch (std::exception const& e) {
-    console.error(std::string("internal error: ") + e.what());
-    return Exit::internal;
-  }
-  return Exit::internal;
+    return int(Exit::internal);
+  });
 }
