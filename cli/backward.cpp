@@ -15,6 +15,7 @@
 #include <kembed/mpi/team.hpp>
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -38,6 +39,13 @@ job::BackwardSettings settings_of(BackwardArgs const& a) {
   return s;
 }
 
+// A job setting as the command line spells it: checkpoint_every -> --checkpoint-every.
+std::string flag_of(std::string const& setting) {
+  std::string flag = "--" + setting;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
 }  // namespace
 
 template <class Space>
@@ -47,6 +55,7 @@ int backward(BackwardArgs const& args) {
   auto const settings = settings_of(args);
   std::optional<Progress> progress;
   job::Observer observer;
+  observer.name = flag_of;
   observer.log = [&](std::string const& text) { console.log(text); };
   observer.progress = [&](std::int64_t done, std::int64_t total, std::int64_t start) {
     if (!progress) progress.emplace("backward", total, start);
@@ -112,6 +121,7 @@ int forward(ForwardArgs const& args) {
   }
   std::optional<Progress> progress;
   job::Observer observer;
+  observer.name = flag_of;
   observer.progress = [&](std::int64_t done, std::int64_t total, std::int64_t) {
     if (!progress) progress.emplace("forward", total);
     progress->update(done);

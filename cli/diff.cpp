@@ -154,8 +154,7 @@ int diff(DiffArgs const& args) {
     c.values.rows = a.rows, c.values.cols = a.cols;
     c.padding_a = a.padding_idx, c.padding_b = b.padding_idx;
     // Runs differ by the settings their bits depend on (not the plan: a speed choice).
-    c.setting_differences =
-        texts(differences(io::settings_of(a, args.a), io::settings_of(b, args.b), Settings::gradient));
+    c.setting_differences = texts(differences(io::settings_of(a), io::settings_of(b), Settings::gradient));
     if (a.rows != b.rows || a.cols != b.cols) {
       c.shapes_differ = true;
     } else {

@@ -51,8 +51,8 @@ int info(std::string const& path, bool check) {
     std::printf("  positions  %s in %s microbatches of %s\n", with_commas(run.positions).c_str(),
                 with_commas(run.microbatches).c_str(), with_commas(run.microbatch_size).c_str());
     std::printf("  ran        plan %s (asked: %s), mode %s, %s with %lld thread(s)%s, kembed %s\n",
-                run.plan_used.c_str(), run.plan.c_str(), run.numeric_mode.c_str(), run.backend.c_str(),
-                (long long)run.threads,
+                run.plan_used.c_str(), std::string(to_string(run.plan)).c_str(),
+                std::string(to_string(run.numeric_mode)).c_str(), run.backend.c_str(), (long long)run.threads,
                 run.ranks > 1 ? (" on each of " + std::to_string(run.ranks) + " MPI ranks").c_str() : "",
                 run.kembed_version.c_str());
     if (run.padding_idx >= 0)

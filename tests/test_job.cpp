@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <filesystem>
 #include <set>
+#include <vector>
 
 namespace kembed {
 namespace {
@@ -24,9 +25,16 @@ std::set<std::string>& plans_seen() {
   return names;
 }
 
-// "kembed::backward[identical,scan]" -> "scan"; "kembed::backward[fast]" -> "atomic".
+std::vector<std::string>& phases_seen() {
+  static std::vector<std::string> names;
+  return names;
+}
+
+// "kembed::backward[identical,scan]" -> "scan"; "kembed::backward[fast]" -> "atomic";
+// the job's phases ("kembed::job::fold") in order.
 void on_region(char const* name) {
   std::string const s(name), head = "kembed::backward[";
+  if (s.rfind("kembed::job::", 0) == 0) phases_seen().push_back(s.substr(13));
   if (s.rfind(head, 0) != 0) return;
   auto const inside = s.substr(head.size(), s.size() - head.size() - 1);
   if (inside == "fast") {
@@ -68,6 +76,17 @@ class Job : public ::testing::Test {
     out.write(0, t, ids.data(), dy.data());
     out.commit();
   }
+  // A table of V rows and a batch of T positions (d = 4), and settings that name them.
+  job::BackwardSettings job_on(std::int64_t v, std::int64_t t) const {
+    auto const table = test::table_for(v, 4);
+    io::save_table(path("t.h5"), table.data(), make_config(v, 4, Options{}));
+    write_batch("b.h5", v, t);
+    job::BackwardSettings s;
+    s.table = path("t.h5");
+    s.batch = path("b.h5");
+    s.out = path("r.h5");
+    return s;
+  }
   fs::path dir_;
 };
 
@@ -102,6 +121,69 @@ TEST_F(Job, PlanUsedIsThePlanTheKernelsRan) {
           ++checked;
         }
   EXPECT_EQ(checked, 72);
+}
+
+// The job is its phases, in order, each in a region of its own (Kokkos Tools see them).
+TEST_F(Job, RunsItsPhasesInOrder) {
+  auto const s = job_on(500, 3000);
+  phases_seen().clear();
+  job::run_backward(TEST_EXECSPACE(), job::OneProcess(), s);
+  EXPECT_EQ(phases_seen(), (std::vector<std::string>{"resolve", "open_inputs", "resume", "fold", "publish"}));
+}
+
+// The report, the run file's header and the checkpoints come from one record: they
+// agree, and checkpoints taken on the way change no bit of the result.
+TEST_F(Job, ReportRunFileAndCheckpointsAgree) {
+  auto s = job_on(500, 200000);
+  s.mode = Mode::deterministic;
+  s.microbatch = 1000;
+  auto const once = job::run_backward(TEST_EXECSPACE(), job::OneProcess(), s);
+  auto const run = io::read_run_header(s.out);
+  EXPECT_EQ(once.gradient_sha256, run.gradient_sha256);
+  EXPECT_EQ(once.plan_used, run.plan_used);
+  EXPECT_EQ(once.mode, to_string(run.numeric_mode));
+  EXPECT_EQ(once.backend, run.backend);
+  EXPECT_EQ(once.threads, run.threads);
+  EXPECT_EQ(once.positions, run.positions);
+  EXPECT_EQ(once.microbatches, run.microbatches);
+  EXPECT_EQ(once.microbatch_size, run.microbatch_size);
+  EXPECT_EQ(once.microbatches, 200);
+  s.out = path("r_checkpointed.h5");
+  s.checkpoint_every = 70000;
+  auto const checkpointed = job::run_backward(TEST_EXECSPACE(), job::OneProcess(), s);
+  EXPECT_EQ(checkpointed.gradient_sha256, once.gradient_sha256);
+  EXPECT_EQ(checkpointed.microbatches, once.microbatches);
+  EXPECT_FALSE(fs::exists(s.out + ".checkpoint"));  // the finished job removed its own
+}
+
+// The job is a library: its errors name settings by their members, or as the
+// caller's observer spells them (the CLI: by its flags), and write nothing.
+TEST_F(Job, ErrorsNameSettingsAsTheCallerDoes) {
+  auto s = job_on(100, 500);
+  s.microbatch = 0;
+  auto const message = [&](job::Observer const& observer) {
+    try {
+      job::run_backward(TEST_EXECSPACE(), job::OneProcess(), s, observer);
+    } catch (InvalidArgument const& e) {
+      EXPECT_EQ(e.argument(), "microbatch");
+      return std::string(e.message());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message({}), "microbatch must be at least 1, got 0");
+  job::Observer flags;
+  flags.name = [](std::string const& setting) { return "--" + setting; };
+  EXPECT_EQ(message(flags), "--microbatch must be at least 1, got 0");
+  s.microbatch = 100;
+  s.out = s.table;
+  try {
+    job::run_backward(TEST_EXECSPACE(), job::OneProcess(), s);
+    ADD_FAILURE() << "an output over the table was accepted";
+  } catch (InvalidArgument const& e) {
+    EXPECT_EQ(std::string(e.message()).rfind("out " + s.out + " is the same file as table " + s.table, 0), 0u)
+        << e.message();
+  }
+  EXPECT_FALSE(fs::exists(path("r.h5")));
 }
 
 }  // namespace

@@ -89,7 +89,7 @@ Dataset load(std::string const& path) {
     d.rows = run.rows, d.cols = run.cols;
     d.counts = std::move(run.counts);
     d.padding_idx = run.padding_idx;
-    d.settings = io::settings_of(run, path);
+    d.settings = io::settings_of(run);
     d.sha256 = run.gradient_sha256;
     d.counts_verified = !run.counts_sha256.empty();  // read_run checked them against it
     d.summary = io::read_summary(path);  // checked against its summary_sha256, where it has one
@@ -103,10 +103,10 @@ Dataset load(std::string const& path) {
     d.provenance = {{"backend", run.backend},
                     {"threads", std::to_string(run.threads)},
                     {"MPI ranks", std::to_string(run.ranks)},
-                    {"plan asked", run.plan},
+                    {"plan asked", std::string(to_string(run.plan))},
                     {"plan used", run.plan_used},
-                    {"numeric mode", run.numeric_mode},
-                    {"scale_grad_by_freq", run.scale_grad_by_freq},
+                    {"numeric mode", std::string(to_string(run.numeric_mode))},
+                    {"scale_grad_by_freq", std::string(to_string(run.scale_grad_by_freq))},
                     {"microbatch", std::to_string(run.microbatch_size)},
                     {"microbatches", std::to_string(run.microbatches)},
                     {"positions", std::to_string(run.positions)},

@@ -375,8 +375,8 @@ std::string synthetic_run(std::string const& name, std::int64_t rows, std::int64
   run.gradient = synthetic::uniform_floats(rows * cols, 5);
   run.counts.assign(std::size_t(rows), 0);
   for (auto id : synthetic::zipf_ids(rows, 2 * rows, 1.1, 6)) ++run.counts[std::size_t(id)];
-  run.run_id = name, run.backend = "Serial", run.threads = 1, run.plan = "auto", run.plan_used = "scan";
-  run.numeric_mode = "identical", run.positions = 2 * rows, run.microbatches = 1, run.microbatch_size = 2 * rows;
+  run.run_id = name, run.backend = "Serial", run.threads = 1, run.plan = Plan::automatic, run.plan_used = "scan";
+  run.numeric_mode = Mode::identical, run.positions = 2 * rows, run.microbatches = 1, run.microbatch_size = 2 * rows;
   if (edit) edit(run);
   auto const path = work_dir() + "/" + name;
   io::write_run(path, run);
@@ -721,7 +721,7 @@ TEST_F(Inspector, TheVerdictExplainsItself) {
   };
   auto const other_mode = lines_of(variant("mode.h5", [&](io::RunFile& run) {
     bump(run);
-    run.numeric_mode = "deterministic";
+    run.numeric_mode = Mode::deterministic;
   }));
   ASSERT_EQ(other_mode.size(), 4u);
   EXPECT_EQ(other_mode[0].rfind("1 of ", 0), 0u) << other_mode[0];
@@ -734,7 +734,7 @@ TEST_F(Inspector, TheVerdictExplainsItself) {
   EXPECT_NE(same_mode.back().find("reproducibility failure"), std::string::npos) << same_mode.back();
   auto const scaled = lines_of(variant("scaled.h5", [&](io::RunFile& run) {
     bump(run);
-    run.scale_grad_by_freq = "batch";
+    run.scale_grad_by_freq = FreqScale::batch;
   }));
   EXPECT_NE(scaled.back().find("scale_grad_by_freq differs (none vs batch)"), std::string::npos) << scaled.back();
   auto const threads = lines_of(variant("threads.h5", [](io::RunFile& run) { run.threads += 3; }));

@@ -41,6 +41,36 @@ std::string required_string(hid_t obj, std::string const& path, char const* name
   return required(path, name, [&] { return h5::read_string(obj, name); });
 }
 
+namespace {
+template <class Parse>
+auto recorded(std::string const& path, char const* attribute, std::string const& text, Parse parse) {
+  try {
+    return parse(text);
+  } catch (InvalidArgument const&) {
+    throw FileError(path, "",
+                    "attribute '" + std::string(attribute) + "' holds '" + text +
+                        "', which kembed never writes: the file is damaged or was edited");
+  }
+}
+}  // namespace
+
+void write_settings(hid_t obj, std::optional<Plan> plan, Mode mode, FreqScale scale) {
+  if (plan) h5::write_string(obj, "plan", std::string(to_string(*plan)));
+  h5::write_string(obj, "numeric_mode", std::string(to_string(mode)));
+  if (scale != FreqScale::none) h5::write_string(obj, "scale_grad_by_freq", std::string(to_string(scale)));
+}
+
+Plan recorded_plan(hid_t obj, std::string const& path) {
+  return recorded(path, "plan", required_string(obj, path, "plan"), parse_plan);
+}
+Mode recorded_mode(hid_t obj, std::string const& path) {
+  return recorded(path, "numeric_mode", required_string(obj, path, "numeric_mode"), parse_mode);
+}
+FreqScale recorded_scale(hid_t obj, std::string const& path) {
+  auto const text = h5::read_string(obj, "scale_grad_by_freq");
+  return text ? recorded(path, "scale_grad_by_freq", *text, parse_freq_scale) : FreqScale::none;
+}
+
 void check_padding_to_store(char const* what, std::int64_t value, std::int64_t rows) {
   if (value == -1 || (value >= 0 && value < rows)) return;
   throw InvalidArgument("padding_idx", std::string(what) + " has padding_idx " + std::to_string(value) +

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -25,6 +26,15 @@ std::string required_string(hid_t obj, std::string const& path, char const* name
 std::int64_t stored_padding_idx(std::string const& path, std::int64_t value, std::int64_t rows);
 // The writers' side of the same rule: an InvalidArgument before anything is written.
 void check_padding_to_store(char const* what, std::int64_t value, std::int64_t rows);
+
+// The settings run files and checkpoints record: written as their text (docs/FORMAT.md;
+// scale_grad_by_freq only when it is not none), read back typed. Text kembed never
+// writes is a FileError naming the file: it was damaged or edited.
+// (`plan` null: written by the caller, a run file's before its plan_used.)
+void write_settings(hid_t obj, std::optional<Plan> plan, Mode mode, FreqScale scale);
+Plan recorded_plan(hid_t obj, std::string const& path);
+Mode recorded_mode(hid_t obj, std::string const& path);
+FreqScale recorded_scale(hid_t obj, std::string const& path);  // none where absent
 
 std::string utc_now_iso8601();
 

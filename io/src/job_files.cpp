@@ -178,16 +178,16 @@ std::string checkpoint_sha256(Checkpoint const& c) {
   std::snprintf(elapsed, sizeof elapsed, "%.17g", c.elapsed_seconds);
   auto line = [](char const* name, std::string const& value) { return std::string(name) + "=" + value + "\n"; };
   auto num = [](std::int64_t v) { return std::to_string(v); };
-  std::string const text =
+  auto text = [](auto setting) { return std::string(to_string(setting)); };
+  std::string const all =
       std::string(checkpoint_format) + "\n" + line("job_id", c.job_id) + line("position", num(c.position)) +
       line("microbatches", num(c.microbatches)) + line("microbatch_size", num(c.microbatch_size)) +
-      line("table_sha256", c.table_sha256) + line("batch_sha256", c.batch_sha256) + line("plan", c.plan) +
-      line("numeric_mode", c.numeric_mode) + line("scale_grad_by_freq", c.scale_grad_by_freq) +
-      line("padding_idx", num(c.padding_idx)) + line("elapsed_seconds", elapsed) +
-      line("num_embeddings", num(c.rows)) + line("embedding_dim", num(c.cols)) +
-      line("listed_rows", num(c.sparse ? c.listed_count : -1)) + line("gradient_sha256", c.gradient_sha256) +
-      line("counts_sha256", c.counts_sha256);
-  return sha256_hex(text.data(), text.size());
+      line("table_sha256", c.table_sha256) + line("batch_sha256", c.batch_sha256) + line("plan", text(c.plan)) +
+      line("numeric_mode", text(c.numeric_mode)) + line("scale_grad_by_freq", text(c.scale_grad_by_freq)) +
+      line("padding_idx", num(c.padding_idx)) + line("elapsed_seconds", elapsed) + line("num_embeddings", num(c.rows)) +
+      line("embedding_dim", num(c.cols)) + line("listed_rows", num(c.sparse ? c.listed_count : -1)) +
+      line("gradient_sha256", c.gradient_sha256) + line("counts_sha256", c.counts_sha256);
+  return sha256_hex(all.data(), all.size());
 }
 
 namespace {
@@ -200,9 +200,7 @@ void write_checkpoint_attributes(hid_t root, Checkpoint const& c) {
   h5::write_int64(root, "microbatch_size", c.microbatch_size);
   h5::write_string(root, "table_sha256", c.table_sha256);
   h5::write_string(root, "batch_sha256", c.batch_sha256);
-  h5::write_string(root, "plan", c.plan);
-  h5::write_string(root, "numeric_mode", c.numeric_mode);
-  if (c.scale_grad_by_freq != "none") h5::write_string(root, "scale_grad_by_freq", c.scale_grad_by_freq);
+  detail::write_settings(root, c.plan, c.numeric_mode, c.scale_grad_by_freq);
   h5::write_int64(root, "padding_idx", c.padding_idx);
   h5::write_double(root, "elapsed_seconds", c.elapsed_seconds);
   h5::write_int64(root, "num_embeddings", c.rows);
@@ -336,9 +334,9 @@ Checkpoint read_checkpoint_attributes(hid_t file, std::string const& path, bool 
   c.microbatch_size = detail::required_int64(file, path, "microbatch_size");
   c.table_sha256 = detail::required_string(file, path, "table_sha256");
   c.batch_sha256 = detail::required_string(file, path, "batch_sha256");
-  c.plan = detail::required_string(file, path, "plan");
-  c.numeric_mode = detail::required_string(file, path, "numeric_mode");
-  c.scale_grad_by_freq = h5::read_string(file, "scale_grad_by_freq").value_or("none");
+  c.plan = detail::recorded_plan(file, path);
+  c.numeric_mode = detail::recorded_mode(file, path);
+  c.scale_grad_by_freq = detail::recorded_scale(file, path);
   c.padding_idx = detail::required_int64(file, path, "padding_idx");
   c.elapsed_seconds = h5::read_double(file, "elapsed_seconds").value_or(0.0);
   c.rows = detail::required_int64(file, path, "num_embeddings");

@@ -134,10 +134,9 @@ void write_run_attributes(hid_t file, RunFile const& run, char const* format) {
   h5::write_string(file, "backend", run.backend);
   h5::write_int64(file, "threads", run.threads);
   h5::write_int64(file, "ranks", run.ranks);
-  h5::write_string(file, "plan", run.plan);
-  h5::write_string(file, "plan_used", run.plan_used);
-  h5::write_string(file, "numeric_mode", run.numeric_mode);
-  if (run.scale_grad_by_freq != "none") h5::write_string(file, "scale_grad_by_freq", run.scale_grad_by_freq);
+  h5::write_string(file, "plan", std::string(to_string(run.plan)));
+  h5::write_string(file, "plan_used", run.plan_used);  // attributes in the order files always had
+  detail::write_settings(file, std::nullopt, run.numeric_mode, run.scale_grad_by_freq);
   h5::write_int64(file, "padding_idx", run.padding_idx);
   h5::write_int64(file, "positions", run.positions);
   h5::write_int64(file, "microbatches", run.microbatches);
@@ -426,10 +425,10 @@ RunFile read_header(hid_t file, std::string const& path) {
   run.backend = str("backend");
   run.threads = num("threads");
   run.ranks = h5::read_int64(file, "ranks").value_or(1);
-  run.plan = str("plan");
+  run.plan = detail::recorded_plan(file, path);
   run.plan_used = str("plan_used");
-  run.numeric_mode = str("numeric_mode");
-  run.scale_grad_by_freq = h5::read_string(file, "scale_grad_by_freq").value_or("none");
+  run.numeric_mode = detail::recorded_mode(file, path);
+  run.scale_grad_by_freq = detail::recorded_scale(file, path);
   run.padding_idx = num("padding_idx");
   run.positions = num("positions");
   run.microbatches = num("microbatches");

@@ -60,22 +60,25 @@ void refuse_checkpoint(io::FileError const& e) {
                       e.problem() + "; it is not resumed and was left as it is: remove it to start the job again");
 }
 
-std::optional<io::Checkpoint> check_job_paths(BackwardSettings const& s, std::string const& checkpoint_path) {
-  for (auto const& [option, input] : {std::pair{"--table", s.table}, std::pair{"--batch", s.batch}}) {
+std::optional<io::Checkpoint> check_job_paths(BackwardSettings const& s, std::string const& checkpoint_path,
+                                              Observer const& o) {
+  std::string const out = o.name_of("out"), checkpoint = o.name_of("checkpoint");
+  for (auto const& [setting, input] : {std::pair{"table", s.table}, std::pair{"batch", s.batch}}) {
     if (same_file(s.out, input))
-      throw InvalidArgument("out", "--out " + s.out + " is the same file as " + option + " " + input +
-                                       "; the run file would replace it. Give --out a path of its own");
+      throw InvalidArgument("out", out + " " + s.out + " is the same file as " + o.name_of(setting) + " " + input +
+                                       "; the run file would replace it. Give " + out + " a path of its own");
     if (same_file(checkpoint_path, input))
-      throw InvalidArgument("checkpoint", "--checkpoint " + checkpoint_path + " is the same file as " + option + " " +
-                                              input + "; a checkpoint needs a path of its own");
+      throw InvalidArgument("checkpoint", checkpoint + " " + checkpoint_path + " is the same file as " +
+                                              o.name_of(setting) + " " + input +
+                                              "; a checkpoint needs a path of its own");
   }
   if (same_file(checkpoint_path, s.out))
-    throw InvalidArgument("checkpoint", "--checkpoint " + checkpoint_path + " is the same file as --out " + s.out +
-                                            "; a checkpoint needs a path of its own");
-  check_output_path("--out", s.out);
+    throw InvalidArgument("checkpoint", checkpoint + " " + checkpoint_path + " is the same file as " + out + " " +
+                                            s.out + "; a checkpoint needs a path of its own");
+  check_output_path(out, s.out);
   bool const uses_checkpoint = s.checkpoint_every > 0 || s.resume;
   if (!uses_checkpoint || !path_exists(checkpoint_path)) {
-    if (s.checkpoint_every > 0) check_output_path("--checkpoint", checkpoint_path);
+    if (s.checkpoint_every > 0) check_output_path(checkpoint, checkpoint_path);
     return std::nullopt;
   }
   // This job would overwrite, resume from and remove what is there: it must be a checkpoint.
@@ -92,8 +95,8 @@ std::optional<io::Checkpoint> check_job_paths(BackwardSettings const& s, std::st
   }
   if (!s.resume) {
     throw InvalidArgument("checkpoint", checkpoint_path + " holds the checkpoint of an unfinished job (at position " +
-                                            with_commas(found.position) +
-                                            "); continue it with --resume, or remove it to start again");
+                                            with_commas(found.position) + "); continue it with " + o.name_of("resume") +
+                                            ", or remove it to start again");
   }
   return found;
 }
@@ -125,18 +128,19 @@ std::string most_positions(std::map<std::string_view, std::int64_t> const& posit
 }
 
 void check_resumable(io::Checkpoint const& c, std::string const& path, io::InputIdentity const& table,
-                     io::InputIdentity const& batch, Config const& job, std::int64_t microbatch,
-                     std::int64_t positions) {
+                     io::InputIdentity const& batch, Config const& job, std::int64_t microbatch, std::int64_t positions,
+                     Observer const& o) {
   auto mismatch = [&](std::string const& what) {
     throw io::FileError(path, "",
-                        "belongs to another job (" + what + "); remove it, or give this job another --checkpoint path");
+                        "belongs to another job (" + what + "); remove it, or give this job another " +
+                            o.name_of("checkpoint") + " path");
   };
   if (c.table_sha256 != table.sha256) mismatch("its table's SHA-256 differs from " + table.path + "'s");
   if (c.batch_sha256 != batch.sha256) mismatch("its batch's SHA-256 differs from " + batch.path + "'s");
   if (c.rows != job.num_embeddings || c.cols != job.embedding_dim) mismatch("its gradient has another shape");
   // Every setting the carried bits depend on (the plan may change: a speed choice),
   // and the carry's form.
-  auto const settings = io::settings_of(c, path);
+  auto const settings = io::settings_of(c);
   std::string differ;
   for (auto const& d : differences(settings, job, Settings::gradient))
     differ += (differ.empty() ? "" : "; ") + ("it ran with " + d.name + " " + d.a + ", this job with " + d.b);
@@ -146,10 +150,11 @@ void check_resumable(io::Checkpoint const& c, std::string const& path, io::Input
              (job.sparse ? "row-sparse" : "dense") + " one");
   // The identical fold does not depend on the split; the deterministic tree does.
   if (job.mode != Mode::identical && c.microbatch_size != microbatch)
-    mismatch("mode " + std::string(to_string(job.mode)) + " needs the same --microbatch (" +
+    mismatch("mode " + std::string(to_string(job.mode)) + " needs the same " + o.name_of("microbatch") + " (" +
              std::to_string(c.microbatch_size) + ")");
   if (job.scale_grad_by_freq == FreqScale::call && c.microbatch_size != microbatch)
-    mismatch("scale_grad_by_freq call needs the same --microbatch (" + std::to_string(c.microbatch_size) + ")");
+    mismatch("scale_grad_by_freq call needs the same " + o.name_of("microbatch") + " (" +
+             std::to_string(c.microbatch_size) + ")");
   if (c.position < 0 || c.position > positions) mismatch("its position is beyond the batch");
 }
 
@@ -180,7 +185,7 @@ std::int64_t check_carried(io::Checkpoint const& c, std::string const& path, std
                                 std::to_string(count) + " occurrences");
       if (!deterministic && std::isnan(values[k]))
         refuse("/gradient", "row " + std::to_string(row) + " holds NaN at column " + std::to_string(k) + " in mode " +
-                                c.numeric_mode);
+                                std::string(to_string(c.numeric_mode)));
     }
   }
   return sum;
@@ -268,6 +273,18 @@ void check_ids(std::string const& path, std::string const& dataset, std::int64_t
       throw io::FileError(path, "/" + dataset,
                           "holds " + std::to_string(ids[i]) + " at position " + std::to_string(first + i) +
                               ", outside [0, " + std::to_string(v) + ") (the table's num_embeddings)");
+}
+
+void check_forward_settings(ForwardSettings const& s, Observer const& o) {
+  if (s.microbatch < 1)
+    throw InvalidArgument("microbatch",
+                          o.name_of("microbatch") + " must be at least 1, got " + std::to_string(s.microbatch));
+  std::string const out = o.name_of("out");
+  for (auto const& [setting, input] : {std::pair{"table", s.table}, std::pair{"ids", s.ids}})
+    if (same_file(s.out, input))
+      throw InvalidArgument("out", out + " " + s.out + " is the same file as " + o.name_of(setting) + " " + input +
+                                       "; the output would replace it. Give " + out + " a path of its own");
+  check_output_path(out, s.out);
 }
 
 void read_ids(io::BatchReader const& batch, ForwardSettings const& s, std::int64_t first, std::int64_t n,

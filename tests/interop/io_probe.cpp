@@ -61,9 +61,9 @@ int main(int argc, char** argv) {
       run.run_id = "probe-run";
       run.backend = "Serial";
       run.threads = 1;
-      run.plan = "auto";
+      run.plan = kembed::Plan::automatic;
       run.plan_used = "scan";
-      run.numeric_mode = "identical";
+      run.numeric_mode = kembed::Mode::identical;
       run.positions = 3 * run.rows;
       run.microbatches = 2;
       run.microbatch_size = run.positions / 2;

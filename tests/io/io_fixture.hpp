@@ -181,9 +181,9 @@ inline io::RunFile sample_run() {
   run.run_id = "2026-11-30T01:00:00Z-1234";
   run.backend = "OpenMP";
   run.threads = 2;
-  run.plan = "auto";
+  run.plan = Plan::automatic;
   run.plan_used = "sort";
-  run.numeric_mode = "identical";
+  run.numeric_mode = Mode::identical;
   run.padding_idx = 0;
   run.positions = std::accumulate(run.counts.begin(), run.counts.end(), std::int64_t{0});  // each counts once
   run.microbatches = 31;
@@ -223,7 +223,8 @@ inline io::Checkpoint sample_checkpoint() {
   io::Checkpoint c;
   c.job_id = "job-1", c.position = run.positions, c.microbatches = 3, c.microbatch_size = 4096;
   c.table_sha256 = std::string(64, 'a'), c.batch_sha256 = std::string(64, 'b');
-  c.plan = "auto", c.numeric_mode = "identical", c.scale_grad_by_freq = "batch", c.padding_idx = 0;
+  c.plan = Plan::automatic, c.numeric_mode = Mode::identical, c.scale_grad_by_freq = FreqScale::batch,
+  c.padding_idx = 0;
   c.elapsed_seconds = 0.1 + 0.2;  // not a short decimal: the digest's %.17g keeps every bit
   c.rows = run.rows, c.cols = run.cols, c.gradient = run.gradient, c.counts = run.counts;
   return c;

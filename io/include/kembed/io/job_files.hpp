@@ -94,8 +94,9 @@ struct Checkpoint {
   std::int64_t microbatches = 0;
   std::int64_t microbatch_size = 0;
   std::string table_sha256, batch_sha256;
-  std::string plan, numeric_mode;
-  std::string scale_grad_by_freq = "none";
+  Plan plan = Plan::automatic;  // typed, as a run file's
+  Mode numeric_mode = Mode::identical;
+  FreqScale scale_grad_by_freq = FreqScale::none;
   std::int64_t padding_idx = -1;
   double elapsed_seconds = 0;
   std::int64_t rows = 0, cols = 0;
@@ -114,9 +115,8 @@ struct Checkpoint {
 };
 
 // The settings the checkpoint's job ran with (plan, mode, scale_grad_by_freq, padding,
-// sparse; max_norm is not recorded), for kembed::differences. A value kembed never
-// writes throws FileError naming `path`.
-Config settings_of(Checkpoint const& checkpoint, std::string const& path);
+// sparse; max_norm is not recorded) as a Config, for kembed::differences.
+Config settings_of(Checkpoint const& checkpoint);
 
 // checkpoint_sha256 of a checkpoint's attributes (its data digests included).
 std::string checkpoint_sha256(Checkpoint const& checkpoint);

@@ -41,10 +41,12 @@ struct RunFile {
   std::string backend;         // "Serial", "OpenMP", ...
   std::int64_t threads = 0;
   std::int64_t ranks = 1;  // MPI ranks that ran the job (files before this field: 1)
-  std::string plan;       // as requested ("auto") ...
-  std::string plan_used;  // ... and as run ("scan")
-  std::string numeric_mode;
-  std::string scale_grad_by_freq = "none";  // "call" or "batch" when the terms were scaled
+  // The settings, typed: io alone writes them as text and reads them back (text
+  // kembed never writes is a FileError).
+  Plan plan = Plan::automatic;  // as requested ...
+  std::string plan_used;        // ... and the path that ran: a plan's name, "atomic" (mode fast) or "sparse"
+  Mode numeric_mode = Mode::identical;
+  FreqScale scale_grad_by_freq = FreqScale::none;
   std::int64_t padding_idx = -1;
   std::int64_t positions = 0;
   std::int64_t microbatches = 0;
@@ -120,9 +122,8 @@ RunFile read_run(std::string const& path, bool with_gradient = true, bool verify
 // nothing in proportion to the rows); `listed_count` says how many a sparse run lists.
 RunFile read_run_header(std::string const& path);
 // The settings the run ran with (plan asked, mode, scale_grad_by_freq, padding,
-// sparse; max_norm is not recorded), for kembed::differences. A value kembed never
-// writes throws FileError naming `path`.
-Config settings_of(RunFile const& run, std::string const& path);
+// sparse; max_norm is not recorded) as a Config, for kembed::differences.
+Config settings_of(RunFile const& run);
 // The stored SHA-256 of the gradient alone, without reading the gradient.
 std::string read_run_gradient_sha256(std::string const& path);
 

@@ -58,10 +58,15 @@ struct ForwardReport {
   double hash_wait_seconds = 0;  // spent waiting for the inputs' digests with nothing else left to do
 };
 
-// Where the job reports while it runs (on the first rank only). Either may be empty.
+// Where the job reports while it runs (on the first rank only), and how its messages
+// name a setting. Any may be empty.
 struct Observer {
   std::function<void(std::string const&)> log;
   std::function<void(std::int64_t done, std::int64_t total, std::int64_t start)> progress;
+  // A setting's name in messages: its member's ("microbatch", "checkpoint_every")
+  // unless this says otherwise (the CLI: its flag, "--microbatch").
+  std::function<std::string(std::string const& setting)> name;
+  std::string name_of(std::string const& setting) const { return name ? name(setting) : setting; }
 };
 
 }  // namespace kembed::job

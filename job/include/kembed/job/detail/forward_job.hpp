@@ -20,6 +20,9 @@
 
 namespace kembed::job::detail {
 
+// Refuses, before anything is read or written, a microbatch below 1 and an output
+// that would replace an input or cannot be written (messages name settings as `o` does).
+void check_forward_settings(ForwardSettings const& s, Observer const& o);
 // Reads ids [first, first + n) and refuses one outside [0, V) with its position.
 void read_ids(io::BatchReader const& batch, ForwardSettings const& s, std::int64_t first, std::int64_t n,
               std::int64_t v, std::vector<std::int64_t>& ids);
@@ -29,13 +32,7 @@ ForwardReport run_forward(Space const& space, ForwardSettings const& s, Observer
   using clock = std::chrono::steady_clock;
   auto const seconds = [](clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); };
   auto const t_start = clock::now();
-  if (s.microbatch < 1)
-    throw InvalidArgument("microbatch", "--microbatch must be at least 1, got " + std::to_string(s.microbatch));
-  for (auto const& [option, input] : {std::pair{"--table", s.table}, std::pair{"--ids", s.ids}})
-    if (same_file(s.out, input))
-      throw InvalidArgument("out", "--out " + s.out + " is the same file as " + option + " " + input +
-                                       "; the output would replace it. Give --out a path of its own");
-  check_output_path("--out", s.out);
+  check_forward_settings(s, observer);
   ForwardReport report;
   auto t0 = clock::now();
   auto table = io::load_table(s.table);

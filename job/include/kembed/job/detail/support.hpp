@@ -14,6 +14,7 @@
 
 namespace kembed::job {
 struct BackwardSettings;
+struct Observer;
 }
 
 namespace kembed::job::detail {
@@ -27,7 +28,9 @@ std::string make_run_id();
 // file it was not given for that: the output over an input, a checkpoint path that
 // is an input or the output, or a checkpoint path holding anything but a kembed
 // checkpoint. Returns the checkpoint found there (attributes only), if any.
-std::optional<io::Checkpoint> check_job_paths(BackwardSettings const& s, std::string const& checkpoint_path);
+// Messages name the settings as `o` does.
+std::optional<io::Checkpoint> check_job_paths(BackwardSettings const& s, std::string const& checkpoint_path,
+                                              Observer const& o);
 
 // Removes the checkpoint only if it is still this job's: a kembed checkpoint with
 // this job's id (or, for one written before checkpoints carried ids, the one this
@@ -44,8 +47,8 @@ std::string most_positions(std::map<std::string_view, std::int64_t> const& posit
 
 // Refuses a checkpoint that belongs to another job than this one.
 void check_resumable(io::Checkpoint const& c, std::string const& path, io::InputIdentity const& table,
-                     io::InputIdentity const& batch, Config const& job, std::int64_t microbatch,
-                     std::int64_t positions);
+                     io::InputIdentity const& batch, Config const& job, std::int64_t microbatch, std::int64_t positions,
+                     Observer const& o);
 
 // Checks what this rank read of a checkpoint against what any carried state holds
 // (its digests aside): counts >= 0 (>= 1 for a row a sparse checkpoint lists); a row
