@@ -301,7 +301,14 @@ class BackwardJob {
                               staged_.listed.rows.data(),
                               staged_.listed.values.data(),
                               staged_.listed.counts.data()};
-    return pipe.submit([ckpt, slab, this] { io::write_checkpoint(checkpoint_path_, *ckpt, slab, team_.collective()); });
+    return pipe.submit([ckpt, slab, this] {
+      // Digests of every rank's records and counts in row order (one process: on this thread).
+      auto const& l = staged_.listed;
+      auto const records = sparse_records(l.rows.data(), l.values.data(), slab.count, record_.config.embedding_dim);
+      ckpt->gradient_sha256 = team_.sha256_in_rank_order(records.data(), records.size());
+      ckpt->counts_sha256 = team_.sha256_in_rank_order(l.counts.data(), l.counts.size() * 8);
+      io::write_checkpoint(checkpoint_path_, *ckpt, slab, team_.collective());
+    });
   }
   std::future<void> checkpoint_dense(BlockPipeline& pipe, std::shared_ptr<io::Checkpoint> ckpt) {
     auto const rows = layer_->row_count();
