@@ -5,6 +5,7 @@
 #include <kembed/core/validate.hpp>
 #include <kembed/io/error.hpp>
 #include <kembed/io/job_files.hpp>
+#include <kembed/io/run_file.hpp>
 #include <kembed/io/sha256.hpp>
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 #pragma once
 // The batch job's other files (docs/FORMAT.md): batch files (ids and dy, read in
 // blocks so a batch never has to fit in memory), forward outputs, and checkpoints.
-#include <kembed/io/run_file.hpp>
+#include <kembed/io/slabs.hpp>
 #include <kembed/io/table_file.hpp>
 
 #include <cstdint>
@@ -134,13 +134,6 @@ void write_checkpoint(std::string const& path, Checkpoint const& checkpoint);
 Checkpoint read_checkpoint(std::string const& path, bool with_data = true, std::int64_t first_row = 0,
                            std::int64_t row_count = -1);
 
-// Rows [first, first + count) of a gradient and its counts: what one process (all of
-// them) or one rank (its own rows) holds when a sharded job writes its files.
-struct RowSlab {
-  std::int64_t first = 0, count = 0;
-  float const* gradient = nullptr;       // count x cols
-  std::int64_t const* counts = nullptr;  // count
-};
 // write_checkpoint from row slabs: `checkpoint`'s gradient and counts are not used,
 // and its gradient_sha256 and counts_sha256 must be set (of every rank's rows in
 // row order) unless one process writes every row, when they are computed here.

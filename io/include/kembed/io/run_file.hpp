@@ -2,6 +2,7 @@
 // Run files: what a batch job produced (the gradient, per-row counts) and how
 // (inputs, backend, plan, timings, provenance), in HDF5 (docs/FORMAT.md, format tag
 // "kembed-run-1").
+#include <kembed/io/slabs.hpp>
 #include <kembed/io/table_file.hpp>
 
 #include <cstdint>
@@ -13,7 +14,6 @@
 namespace kembed::io {
 
 struct Collective;  // an MPI communicator, in <kembed/io/collective.hpp>
-struct RowSlab;     // rows of a gradient and its counts, in <kembed/io/job_files.hpp>
 
 inline constexpr char const* run_format = "kembed-run-1";
 // A run whose gradient is row-sparse: the rows it lists and their values (docs/FORMAT.md).
@@ -70,16 +70,6 @@ struct RunFile {
   std::int64_t listed_count = 0;  // how many (also when only the header was read)
 };
 
-// A sparse run's listed rows held by this process: entries [first, first + count)
-// of the file's `total` listed rows, all within the table rows [row_begin, row_end)
-// this process owns (one process: [0, V); the ranks' ranges cover V in rank order).
-struct SparseSlab {
-  std::int64_t first = 0, count = 0, total = 0;
-  std::int64_t row_begin = 0, row_end = 0;
-  std::int64_t const* rows = nullptr;    // count, ascending, global row numbers
-  float const* values = nullptr;         // count x cols
-  std::int64_t const* counts = nullptr;  // count
-};
 
 // SHA-256 of a sparse gradient as a sparse run file stores it: each listed row as its
 // row number (int64) and its cols float32 values, little-endian, rows ascending.
