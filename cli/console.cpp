@@ -1,6 +1,6 @@
 #include "console.hpp"
 
-#include <kembed/job/detail/support.hpp>
+#include <kembed/job/process.hpp>
 
 #include <unistd.h>
 #include <cstdio>
@@ -41,7 +41,7 @@ std::string Console::paint(std::string const& text, char const* code) const {
 }
 
 std::string with_commas(std::int64_t n) {
-  return job::detail::with_commas(n);
+  return job::with_commas(n);
 }
 
 std::string seconds_text(double s) {
@@ -58,7 +58,7 @@ std::string seconds_text(double s) {
 }
 
 std::int64_t peak_rss_bytes() {
-  return job::detail::peak_rss_bytes();
+  return job::peak_rss_bytes();
 }
 
 Progress::Progress(std::string what, std::int64_t total, std::int64_t start)

@@ -23,15 +23,6 @@
 
 namespace kembed::job::detail {
 
-std::string with_commas(std::int64_t n) {
-  std::string digits = std::to_string(n < 0 ? -n : n), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return n < 0 ? "-" + out : out;
-}
-
 std::string make_run_id() {
   std::time_t const now = std::time(nullptr);
   std::tm tm{};
@@ -216,38 +207,6 @@ std::string settings_json(BackwardSettings const& s, Config const& c, std::strin
          ", \"resumed_from\": " + std::to_string(resumed_from) + "}";
 }
 
-Failure describe(std::exception_ptr error) {
-  if (!error) return {};
-  try {
-    std::rethrow_exception(error);
-  } catch (io::IoFailure const& e) {
-    std::string text = e.message();
-    if (text.rfind(e.path() + ": ", 0) == 0) text = text.substr(e.path().size() + 2);
-    return {1, e.path(), text};
-  } catch (Error const& e) {
-    return {0, "", e.message()};
-  } catch (std::bad_alloc const&) {
-    return {2, "", "out of memory"};
-  } catch (std::exception const& e) {
-    return {3, "", e.what()};
-  } catch (...) {
-    return {3, "", "unknown exception"};
-  }
-}
-
-void rethrow(Failure const& f) {
-  switch (f.kind) {
-    case 0:
-      throw InvalidArgument("job", f.message);
-    case 1:
-      throw io::IoFailure(f.path, f.message);
-    case 2:
-      throw std::bad_alloc();
-    default:
-      throw std::runtime_error(f.message);
-  }
-}
-
 void unpin_helper_thread() {
 #if defined(_OPENMP) && defined(__linux__)
   // The places are the CPUs the process started with (the runtime builds them from
@@ -293,6 +252,51 @@ void read_ids(io::BatchReader const& batch, ForwardSettings const& s, std::int64
   check_ids(s.ids, s.ids_dataset, first, ids.data(), n, v);
 }
 
+}  // namespace kembed::job::detail
+
+namespace kembed::job {
+
+std::string with_commas(std::int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+Failure describe(std::exception_ptr error) {
+  if (!error) return {};
+  try {
+    std::rethrow_exception(error);
+  } catch (io::IoFailure const& e) {
+    std::string text = e.message();
+    if (text.rfind(e.path() + ": ", 0) == 0) text = text.substr(e.path().size() + 2);
+    return {1, e.path(), text};
+  } catch (Error const& e) {
+    return {0, "", e.message()};
+  } catch (std::bad_alloc const&) {
+    return {2, "", "out of memory"};
+  } catch (std::exception const& e) {
+    return {3, "", e.what()};
+  } catch (...) {
+    return {3, "", "unknown exception"};
+  }
+}
+
+void rethrow(Failure const& f) {
+  switch (f.kind) {
+    case 0:
+      throw InvalidArgument("job", f.message);
+    case 1:
+      throw io::IoFailure(f.path, f.message);
+    case 2:
+      throw std::bad_alloc();
+    default:
+      throw std::runtime_error(f.message);
+  }
+}
+
 std::int64_t peak_rss_bytes() {
   std::ifstream status("/proc/self/status");
   std::string key;
@@ -307,4 +311,4 @@ std::int64_t peak_rss_bytes() {
   return 0;
 }
 
-}  // namespace kembed::job::detail
+}  // namespace kembed::job

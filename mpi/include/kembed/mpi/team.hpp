@@ -5,7 +5,7 @@
 // and writes its rows of the run file collectively (parallel HDF5).
 #include <kembed/io/collective.hpp>
 #include <kembed/io/sha256.hpp>
-#include <kembed/job/detail/support.hpp>
+#include <kembed/job/failure.hpp>
 #include <kembed/mpi/sharded_embedding.hpp>
 
 #include <mpi.h>
@@ -36,7 +36,7 @@ class Team {
   // Every rank throws the lowest failing rank's error, as the same kind of kembed
   // error with the same text; or none does.
   void agree(std::exception_ptr error) const {
-    auto failure = job::detail::describe(error);
+    auto failure = job::describe(error);
     int const bad = failure.kind < 0 ? INT_MAX : rank_;
     int first = INT_MAX;
     detail::check(MPI_Allreduce(&bad, &first, 1, MPI_INT, MPI_MIN, comm()), "MPI_Allreduce");
@@ -46,7 +46,7 @@ class Team {
     failure.kind = kind;
     failure.path = broadcast(failure.path, first);
     failure.message = broadcast(failure.message, first);
-    job::detail::rethrow(failure);
+    job::rethrow(failure);
   }
 
   std::int64_t sum(std::int64_t value) const {

@@ -3,6 +3,8 @@
 #include <kembed/io/error.hpp>
 #include <kembed/io/job_files.hpp>
 #include <kembed/io/run_file.hpp>
+#include <kembed/job/failure.hpp>
+#include <kembed/job/process.hpp>
 
 #include <cstdint>
 #include <exception>
@@ -19,8 +21,9 @@ struct Observer;
 
 namespace kembed::job::detail {
 
-// "1,234,567".
-std::string with_commas(std::int64_t n);
+using job::peak_rss_bytes;
+using job::with_commas;
+
 // A run's id: UTC time, process id and a random tag.
 std::string make_run_id();
 
@@ -67,15 +70,6 @@ std::vector<unsigned char> sparse_records(std::int64_t const* rows, float const*
 std::string settings_json(BackwardSettings const& s, Config const& c, std::string const& backend, int threads,
                           int ranks, std::int64_t resumed_from);
 
-// A failure of one rank, as text that every rank can rethrow as the same kembed
-// error: kind 0 bad input (kembed::Error), 1 a failed write (io::IoFailure, with its
-// path), 2 out of memory, 3 anything else.
-struct Failure {
-  int kind = -1;  // -1: none
-  std::string path, message;
-};
-Failure describe(std::exception_ptr error);
-[[noreturn]] void rethrow(Failure const& failure);
 
 // Lets the calling helper thread (hashing, reading, writing) run on every core the
 // process may use. Under OMP_PROC_BIND the OpenMP runtime pins the main thread to one
@@ -88,7 +82,5 @@ void unpin_helper_thread();
 void check_ids(std::string const& path, std::string const& dataset, std::int64_t first, std::int64_t const* ids,
                std::int64_t n, std::int64_t v);
 
-// Peak resident memory of this process (VmHWM), in bytes; 0 where unknown.
-std::int64_t peak_rss_bytes();
 
 }  // namespace kembed::job::detail
