@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 namespace kembed::detail {
 
@@ -85,148 +86,21 @@ KOKKOS_INLINE_FUNCTION void prefetch_entry(Positions const& positions, Dy const&
   for (std::int64_t k = 0; k < n; k += line_floats) prefetch(next + k);
 }
 
-// Mode `identical`: acc = carry (or +0.0), then acc = acc + dy[p] for p ascending.
-// Returns whether dy may hold NaN or +-inf: true where any term it read was, and
-// where a sum overflowed (see non_finite's note). The caller then finds and reports
-// the first, if any; the padding row's terms are read for this alone. In place, dy
-// was checked before the call and nothing is tested.
-template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad, class RowOf>
-bool fold_identical_host(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry,
-                         Grad const& grad, std::int64_t padding_idx, HostIsa isa,
-                         RowScale<typename ExecutionSpace::memory_space> const& scale, RowOf const& row_of,
-                         bool on_caller) {
-  constexpr std::int64_t tile = Tiles<ExecutionSpace>::fold;
-  std::int64_t const v = index.offsets.extent(0) - 1;  // index entries: rows, or listed rows
-  std::int64_t const d = grad.extent(1);
-  std::int64_t const tiles = (d + tile - 1) / tile;
-  bool const has_carry = carry.data() != nullptr;
-  bool const in_place = has_carry && carry.data() == grad.data();
-  auto const offsets = index.offsets;
-  auto const positions = index.positions;
-  std::int64_t const t = positions.extent(0);
-  int const bad = reduce_items(
-      space, "kembed::backward_fold", v * tiles, fold_grab(v, tiles, t), on_caller,
-      KOKKOS_LAMBDA(std::int64_t i, int& saw) { run_for(isa, [&] {
-        std::int64_t const u = i / tiles, r = row_of(u);
-        std::int64_t const c0 = (i % tiles) * tile;
-        std::int64_t const n = d - c0 < tile ? d - c0 : tile;
-        std::int64_t const begin = offsets(u), end = offsets(u + 1);
-        prefetch_target(row_of, grad, u, v, c0, n);
-        int flag = 0;
-        if (r == padding_idx) {
-          for (std::int64_t j = begin; j < end; ++j)
-            for (std::int64_t k = 0; k < n; ++k) flag |= non_finite(dy(positions(j), c0 + k));
-          for (std::int64_t k = 0; k < n; ++k) grad(r, c0 + k) = 0.0f;
-          saw |= flag;
-          return;
-        }
-        if (in_place && begin == end) return;  // already holds its carry
-        float acc[tile];
-        for (std::int64_t k = 0; k < n; ++k) acc[k] = has_carry ? carry(r, c0 + k) : 0.0f;
-        if (scale.on() && end > begin) {
-          float const s = scale.of(u, end - begin);
-          for (std::int64_t j = begin; j < end; ++j) {
-            std::int64_t const p = positions(j);
-            prefetch_entry(positions, dy, j, c0, n);
-            for (std::int64_t k = 0; k < n; ++k) acc[k] = fma_rn(dy(p, c0 + k), s, acc[k]);
-          }
-        } else {
-          for (std::int64_t j = begin; j < end; ++j) {
-            std::int64_t const p = positions(j);
-            prefetch_entry(positions, dy, j, c0, n);
-            for (std::int64_t k = 0; k < n; ++k) acc[k] = acc[k] + dy(p, c0 + k);
-          }
-        }
-        for (std::int64_t k = 0; k < n; ++k) grad(r, c0 + k) = acc[k];
-        if (!in_place && end > begin)  // a row without terms holds its (checked) carry
-          for (std::int64_t k = 0; k < n; ++k) flag |= non_finite(acc[k]);
-        saw |= flag;
-      }); });
-  return bad != 0;
-}
-
-// Mode `deterministic`: base + the pairwise tree of reference::pairwise_sum, built
-// by a binary counter: after the k-th term, merge the top two partial sums as many
-// times as k has trailing zero bits (older + newer); at the end fold the stack from
-// the newest down (older + rest). Both give the same tree, term for term. Returns
-// as fold_identical does.
-template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad, class RowOf>
-bool fold_pairwise_host(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry,
-                        Grad const& grad, std::int64_t padding_idx, HostIsa isa,
-                        RowScale<typename ExecutionSpace::memory_space> const& scale, RowOf const& row_of,
-                        bool on_caller) {
-  constexpr std::int64_t pairwise_tile = Tiles<ExecutionSpace>::pairwise;
-  std::int64_t const v = index.offsets.extent(0) - 1;
-  std::int64_t const d = grad.extent(1);
-  std::int64_t const tiles = (d + pairwise_tile - 1) / pairwise_tile;
-  bool const has_carry = carry.data() != nullptr;
-  bool const in_place = has_carry && carry.data() == grad.data();
-  auto const offsets = index.offsets;
-  auto const positions = index.positions;
-  std::int64_t const t = positions.extent(0);
-  int const bad = reduce_items(
-      space, "kembed::backward_fold_pairwise", v * tiles, fold_grab(v, tiles, t), on_caller,
-      KOKKOS_LAMBDA(std::int64_t i, int& saw) { run_for(isa, [&] {
-        std::int64_t const u = i / tiles, r = row_of(u);
-        std::int64_t const c0 = (i % tiles) * pairwise_tile;
-        std::int64_t const n = d - c0 < pairwise_tile ? d - c0 : pairwise_tile;
-        std::int64_t const begin = offsets(u), end = offsets(u + 1);
-        prefetch_target(row_of, grad, u, v, c0, n);
-        int flag = 0;
-        if (r == padding_idx) {
-          for (std::int64_t j = begin; j < end; ++j)
-            for (std::int64_t k = 0; k < n; ++k) flag |= non_finite(dy(positions(j), c0 + k));
-          for (std::int64_t k = 0; k < n; ++k) grad(r, c0 + k) = 0.0f;
-          saw |= flag;
-          return;
-        }
-        if (in_place && begin == end) return;  // already holds its carry
-        float stack[64][pairwise_tile];
-        int top = -1;
-        bool const scaled = scale.on() && end > begin;
-        float const s = scaled ? scale.of(u, end - begin) : 1.0f;
-        for (std::int64_t j = begin; j < end; ++j) {
-          std::int64_t const p = positions(j);
-          prefetch_entry(positions, dy, j, c0, n);
-          ++top;
-          if (scaled)
-            for (std::int64_t k = 0; k < n; ++k) stack[top][k] = mul_rn(dy(p, c0 + k), s);
-          else
-            for (std::int64_t k = 0; k < n; ++k) stack[top][k] = dy(p, c0 + k);
-          for (std::int64_t count = j - begin + 1; (count & 1) == 0; count >>= 1) {
-            for (std::int64_t k = 0; k < n; ++k) stack[top - 1][k] = stack[top - 1][k] + stack[top][k];
-            --top;
-          }
-        }
-        for (std::int64_t k = 0; k < n; ++k) {
-          float const base = has_carry ? carry(r, c0 + k) : 0.0f;
-          if (top < 0) {
-            grad(r, c0 + k) = base;
-            continue;
-          }
-          float sum = stack[top][k];
-          for (int level = top - 1; level >= 0; --level) sum = stack[level][k] + sum;
-          float const total = base + sum;
-          grad(r, c0 + k) = total;
-          if (!in_place) flag |= non_finite(total);
-        }
-        saw |= flag;
-      }); });
-  return bad != 0;
-}
-
-// ---- the device shape: one team thread per (row, tile), columns on vector lanes ----
+// ---- the sums: what a mode adds, in which order ----
 //
-// A GPU reads a dy row coalesced when consecutive lanes read consecutive columns,
-// so there a tile is a warp's width of columns, one column per lane; each lane
-// folds its column over the row's whole segment in ascending position order. A hot
-// row is split across its tiles (columns), never across positions. Nothing here
-// depends on how many lanes or team threads there are: on host backends the same
-// kernel runs with one of each, which is how the tests check it without a GPU.
+// Each mode's sum comes in two forms over the same terms in the same order: one
+// column (`operator()`, a device lane's) and a tile of `host_tile` columns in one
+// host thread's hands (`tile`: terms [begin, end), at least one, into out[0, n)).
+// `base`: the carry's columns c0.., or null for +0.0. `scaled`: each term is
+// multiplied by s (see RowScale).
 
-// One column's sum: base, then each term in ascending position order (identical).
-// `scaled`: each term is fma(dy, s, acc) (scale_grad_by_freq).
+// Mode `identical`: acc = base, then acc = acc + dy[p] for p ascending (each term
+// fused as fma(dy, s, acc) when scaled).
 struct AscendingSum {
+  // A whole row (up to 256 columns) at once: each dy row is read in one piece and
+  // each gradient row written once.
+  static constexpr std::int64_t host_tile = 256;
+
   template <class Positions, class Dy>
   KOKKOS_INLINE_FUNCTION float operator()(Positions const& positions, Dy const& dy, std::int64_t begin,
                                           std::int64_t end, std::int64_t c, float base, bool scaled,
@@ -238,11 +112,36 @@ struct AscendingSum {
       for (std::int64_t j = begin; j < end; ++j) acc = acc + dy(positions(j), c);
     return acc;
   }
+
+  template <class Positions, class Dy>
+  KOKKOS_INLINE_FUNCTION void tile(Positions const& positions, Dy const& dy, std::int64_t begin, std::int64_t end,
+                                   std::int64_t c0, std::int64_t n, float const* base, bool scaled, float s,
+                                   float* out) const {
+    copy_short(out, base, n);
+    if (scaled) {  // two loops: the test stays out of the inner one
+      for (std::int64_t j = begin; j < end; ++j) {
+        std::int64_t const p = positions(j);
+        prefetch_entry(positions, dy, j, c0, n);
+        for (std::int64_t k = 0; k < n; ++k) out[k] = fma_rn(dy(p, c0 + k), s, out[k]);
+      }
+    } else {
+      for (std::int64_t j = begin; j < end; ++j) {
+        std::int64_t const p = positions(j);
+        prefetch_entry(positions, dy, j, c0, n);
+        for (std::int64_t k = 0; k < n; ++k) out[k] = out[k] + dy(p, c0 + k);
+      }
+    }
+  }
 };
 
-// One column's sum in mode deterministic: base + the pairwise tree of the terms,
-// by the binary counter fold_pairwise_host describes.
+// Mode `deterministic`: base + the pairwise tree of reference::pairwise_sum, built
+// by a binary counter: after the k-th term, merge the top two partial sums as many
+// times as k has trailing zero bits (older + newer); at the end fold the stack from
+// the newest down (older + rest). Both give the same tree, term for term; 64 levels
+// hold any segment.
 struct PairwiseSum {
+  static constexpr std::int64_t host_tile = 32;  // 64 stack levels of 32 columns: 8 KiB
+
   template <class Positions, class Dy>
   KOKKOS_INLINE_FUNCTION float operator()(Positions const& positions, Dy const& dy, std::int64_t begin,
                                           std::int64_t end, std::int64_t c, float base, bool scaled,
@@ -262,7 +161,97 @@ struct PairwiseSum {
     for (int level = top - 1; level >= 0; --level) sum = stack[level] + sum;
     return base + sum;
   }
+
+  template <class Positions, class Dy>
+  KOKKOS_INLINE_FUNCTION void tile(Positions const& positions, Dy const& dy, std::int64_t begin, std::int64_t end,
+                                   std::int64_t c0, std::int64_t n, float const* base, bool scaled, float s,
+                                   float* out) const {
+    float stack[64][host_tile];
+    int top = -1;
+    for (std::int64_t j = begin; j < end; ++j) {
+      std::int64_t const p = positions(j);
+      prefetch_entry(positions, dy, j, c0, n);
+      ++top;
+      if (scaled)
+        for (std::int64_t k = 0; k < n; ++k) stack[top][k] = mul_rn(dy(p, c0 + k), s);
+      else
+        for (std::int64_t k = 0; k < n; ++k) stack[top][k] = dy(p, c0 + k);
+      for (std::int64_t count = j - begin + 1; (count & 1) == 0; count >>= 1) {
+        for (std::int64_t k = 0; k < n; ++k) stack[top - 1][k] = stack[top - 1][k] + stack[top][k];
+        --top;
+      }
+    }
+    for (std::int64_t k = 0; k < n; ++k) {
+      float sum = stack[top][k];
+      for (int level = top - 1; level >= 0; --level) sum = stack[level][k] + sum;
+      out[k] = (base ? base[k] : 0.0f) + sum;
+    }
+  }
 };
+
+// The host shape: one item per (row, column tile), the tile's columns in one
+// thread's registers, folded by `sum.tile` (AscendingSum, PairwiseSum). Returns
+// whether dy may hold NaN or +-inf: true where any term it read was, and where a
+// sum overflowed (see non_finite's note). The caller then finds and reports the
+// first, if any; the padding row's terms are read for this alone. In place, dy was
+// checked before the call and nothing is tested.
+template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad, class Sum, class RowOf>
+bool fold_host(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry, Grad const& grad,
+               std::int64_t padding_idx, HostIsa isa, Sum const& sum, char const* label,
+               RowScale<typename ExecutionSpace::memory_space> const& scale, RowOf const& row_of, bool on_caller) {
+  static_assert(std::is_same_v<typename Carry::array_layout, Kokkos::LayoutRight> &&
+                    std::is_same_v<typename Grad::array_layout, Kokkos::LayoutRight>,
+                "a tile's columns are contiguous");
+  constexpr std::int64_t tile = Sum::host_tile;
+  std::int64_t const v = index.offsets.extent(0) - 1;  // index entries: rows, or listed rows
+  std::int64_t const d = grad.extent(1);
+  std::int64_t const tiles = (d + tile - 1) / tile;
+  bool const has_carry = carry.data() != nullptr;
+  bool const in_place = has_carry && carry.data() == grad.data();
+  auto const offsets = index.offsets;
+  auto const positions = index.positions;
+  std::int64_t const t = positions.extent(0);
+  int const bad = reduce_items(
+      space, label, v * tiles, fold_grab(v, tiles, t), on_caller, KOKKOS_LAMBDA(std::int64_t i, int& saw) {
+        run_for(isa, [&] {
+          std::int64_t const u = i / tiles, r = row_of(u);
+          std::int64_t const c0 = (i % tiles) * tile;
+          std::int64_t const n = d - c0 < tile ? d - c0 : tile;
+          std::int64_t const begin = offsets(u), end = offsets(u + 1);
+          prefetch_target(row_of, grad, u, v, c0, n);
+          int flag = 0;
+          if (r == padding_idx) {  // no sum keeps these terms: test each
+            for (std::int64_t j = begin; j < end; ++j)
+              for (std::int64_t k = 0; k < n; ++k) flag |= non_finite(dy(positions(j), c0 + k));
+            for (std::int64_t k = 0; k < n; ++k) grad(r, c0 + k) = 0.0f;
+            saw |= flag;
+            return;
+          }
+          float const* const base = has_carry ? &carry(r, c0) : nullptr;
+          if (begin == end) {  // no terms: the row holds its (checked) carry, or +0.0
+            if (!in_place) copy_short(&grad(r, c0), base, n);
+            return;
+          }
+          float const s = scale.on() ? scale.of(u, end - begin) : 1.0f;
+          float total[tile];
+          sum.tile(positions, dy, begin, end, c0, n, base, scale.on(), s, total);
+          copy_short(&grad(r, c0), total, n);
+          if (!in_place)
+            for (std::int64_t k = 0; k < n; ++k) flag |= non_finite(total[k]);
+          saw |= flag;
+        });
+      });
+  return bad != 0;
+}
+
+// ---- the device shape: one team thread per (row, tile), columns on vector lanes ----
+//
+// A GPU reads a dy row coalesced when consecutive lanes read consecutive columns,
+// so there a tile is a warp's width of columns, one column per lane; each lane
+// folds its column over the row's whole segment in ascending position order. A hot
+// row is split across its tiles (columns), never across positions. Nothing here
+// depends on how many lanes or team threads there are: on host backends the same
+// kernel runs with one of each, which is how the tests check it without a GPU.
 
 // Team threads and vector lanes of the device fold; `tile` columns per item.
 struct TeamFoldShape {
@@ -277,7 +266,7 @@ TeamFoldShape team_fold_shape() {
   return {};
 }
 
-// Folds every (row, column) with `sum`; returns as fold_identical_host does.
+// Folds every (row, column) with `sum`; returns as fold_host does.
 template <class ExecutionSpace, class Index, class Dy, class Carry, class Grad, class Sum, class RowOf = IdentityRow>
 bool fold_teams(ExecutionSpace const& space, Index const& index, Dy const& dy, Carry const& carry, Grad const& grad,
                 std::int64_t padding_idx, TeamFoldShape const& shape, Sum const& sum, std::string const& label,
@@ -342,7 +331,8 @@ bool fold_identical(ExecutionSpace const& space, Index const& index, Dy const& d
                     RowScale<typename ExecutionSpace::memory_space> const& scale = {}, RowOf const& row_of = {},
                     bool on_caller = false) {
   if constexpr (Tiles<ExecutionSpace>::host) {
-    return fold_identical_host(space, index, dy, carry, grad, padding_idx, isa, scale, row_of, on_caller);
+    return fold_host(space, index, dy, carry, grad, padding_idx, isa, AscendingSum{}, "kembed::backward_fold", scale,
+                     row_of, on_caller);
   } else {
     (void)isa, (void)on_caller;
     return fold_teams(space, index, dy, carry, grad, padding_idx, team_fold_shape<ExecutionSpace>(), AscendingSum{},
@@ -356,7 +346,8 @@ bool fold_pairwise(ExecutionSpace const& space, Index const& index, Dy const& dy
                    RowScale<typename ExecutionSpace::memory_space> const& scale = {}, RowOf const& row_of = {},
                    bool on_caller = false) {
   if constexpr (Tiles<ExecutionSpace>::host) {
-    return fold_pairwise_host(space, index, dy, carry, grad, padding_idx, isa, scale, row_of, on_caller);
+    return fold_host(space, index, dy, carry, grad, padding_idx, isa, PairwiseSum{}, "kembed::backward_fold_pairwise",
+                     scale, row_of, on_caller);
   } else {
     (void)isa, (void)on_caller;
     return fold_teams(space, index, dy, carry, grad, padding_idx, team_fold_shape<ExecutionSpace>(), PairwiseSum{},

@@ -87,16 +87,12 @@ KOKKOS_INLINE_FUNCTION int non_finite(T x) {
 // every term. A sum that overflowed from finite terms is flagged as well; the
 // caller's exact pass over dy then finds nothing and refuses nothing.
 
-// Whether a space runs on the host (its memory is the host's), and the columns a
-// host thread folds together: a whole row (up to 256 columns) at once, so each dy
-// row is read in one piece and each gradient row written once. Devices fold in
-// teams, a column per vector lane (fold.hpp).
+// Whether a space runs on the host (its memory is the host's): host backends fold
+// a tile of columns per thread, devices a column per vector lane (fold.hpp).
 template <class ExecutionSpace>
 struct Tiles {
   static constexpr bool host =
       Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecutionSpace::memory_space>::accessible;
-  static constexpr std::int64_t fold = 256;
-  static constexpr std::int64_t pairwise = 32;  // 64 stack levels per column
 };
 
 // [begin, end) of part `i` out of `parts` equal parts of n, without forming i * n.
@@ -156,17 +152,42 @@ KOKKOS_INLINE_FUNCTION void stream_zero(float* dst, std::int64_t n) {
 #endif
   for (; k < n; ++k) dst[k] = 0.0f;
 }
+// dst[0, n) = src[0, n), or +0.0 where src is null, for a row (or a row's tile) in
+// one thread's hands: in fixed blocks that stay vector moves. A plain loop becomes
+// memcpy, memset or `rep movs`/`rep stos`, and a guarded tail becomes masked moves,
+// whose start-up cost more than a short row (the sort plan at V = 1e6, d = 4 ran
+// 1.4-2.1x slower; docs/PERFORMANCE.md, "Short rows").
+template <int W>
+KOKKOS_INLINE_FUNCTION void move_block(float* dst, float const* src) {
+  for (int m = 0; m < W; ++m) dst[m] = src[m];
+}
+template <int W>
+KOKKOS_INLINE_FUNCTION void zero_block(float* dst) {
+  for (int m = 0; m < W; ++m) dst[m] = 0.0f;
+}
+KOKKOS_INLINE_FUNCTION void copy_short(float* dst, float const* src, std::int64_t n) {
+  std::int64_t k = 0;
+  if (src == nullptr) {
+    for (; k + 8 <= n; k += 8) zero_block<8>(dst + k);
+    if (k + 4 <= n) zero_block<4>(dst + k), k += 4;
+    if (k + 2 <= n) zero_block<2>(dst + k), k += 2;
+    if (k < n) dst[k] = 0.0f;
+    return;
+  }
+  for (; k + 8 <= n; k += 8) move_block<8>(dst + k, src + k);
+  if (k + 4 <= n) move_block<4>(dst + k, src + k), k += 4;
+  if (k + 2 <= n) move_block<2>(dst + k, src + k), k += 2;
+  if (k < n) dst[k] = src[k];
+}
 // The same with ordinary stores, which leave an output that fits the cache in it.
 KOKKOS_INLINE_FUNCTION int cached_copy(float* dst, float const* src, std::int64_t n) {
+  copy_short(dst, src, n);
   int flag = 0;
-  for (std::int64_t k = 0; k < n; ++k) {
-    dst[k] = src[k];
-    flag |= non_finite(src[k]);
-  }
+  for (std::int64_t k = 0; k < n; ++k) flag |= non_finite(src[k]);  // from L1; dead where unused
   return flag;
 }
 KOKKOS_INLINE_FUNCTION void cached_zero(float* dst, std::int64_t n) {
-  for (std::int64_t k = 0; k < n; ++k) dst[k] = 0.0f;
+  copy_short(dst, nullptr, n);
 }
 KOKKOS_INLINE_FUNCTION void stream_fence() {
 #ifdef KEMBED_HOST_STREAM_STORES
