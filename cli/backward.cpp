@@ -29,16 +29,6 @@ double since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-// Reads positions [first, first + n) of the ids and refuses one outside [0, V) with
-// its position and the file's name.
-job::BackwardSettings settings_of(BackwardArgs const& a) {
-  job::BackwardSettings s = a;
-  if (a.plan_name) s.plan = parse_plan(*a.plan_name);
-  if (a.mode_name) s.mode = parse_mode(*a.mode_name);
-  if (a.scale_name) s.scale_grad_by_freq = parse_freq_scale(*a.scale_name);
-  return s;
-}
-
 // A job setting as the command line spells it: checkpoint_every -> --checkpoint-every.
 std::string flag_of(std::string const& setting) {
   std::string flag = "--" + setting;
@@ -52,7 +42,6 @@ template <class Space>
 int backward(BackwardArgs const& args) {
   auto& console = Console::get();
   auto const t_start = clock_type::now();
-  auto const settings = settings_of(args);
   std::optional<Progress> progress;
   job::Observer observer;
   observer.name = flag_of;
@@ -66,11 +55,11 @@ int backward(BackwardArgs const& args) {
   job::BackwardReport r;
 #if defined(KEMBED_CLI_MPI)
   if (mpi_session_active()) {
-    r = job::run_backward(space, kembed::mpi::Team(MPI_COMM_WORLD), settings, observer);
+    r = job::run_backward(space, kembed::mpi::Team(MPI_COMM_WORLD), args, observer);
   } else
 #endif
   {
-    r = job::run_backward(space, job::OneProcess(), settings, observer);
+    r = job::run_backward(space, job::OneProcess(), args, observer);
   }
   if (console.muted()) return Exit::ok;  // another rank than the first: it reports
   double const done = double(r.positions - r.resumed_from);
@@ -105,20 +94,6 @@ int backward(BackwardArgs const& args) {
 
 template <class Space>
 int forward(ForwardArgs const& args) {
-  job::ForwardSettings settings;
-  settings.table = args.table;
-  settings.ids = args.ids;
-  settings.out = args.out;
-  settings.ids_dataset = args.ids_dataset;
-  settings.microbatch = args.microbatch;
-  settings.max_norm = args.max_norm;
-  if (args.norm_type) {
-    TorchOptionArgs parsed;
-    parsed.norm_type = *args.norm_type;
-    Options o;
-    parsed.apply(o);  // the one parser of --norm-type
-    settings.norm_type = o.norm_type;
-  }
   std::optional<Progress> progress;
   job::Observer observer;
   observer.name = flag_of;
@@ -127,7 +102,7 @@ int forward(ForwardArgs const& args) {
     progress->update(done);
     if (done == total) progress->finish();
   };
-  auto const r = job::run_forward(Space(), settings, observer);
+  auto const r = job::run_forward(Space(), args, observer);
   std::printf("output:     %s (y: %s x %s float32)\n", r.out.c_str(), with_commas(r.positions).c_str(),
               with_commas(r.cols).c_str());
   std::printf("time:       %s (%s looking up, %s waiting for writes)\n", seconds_text(r.total_seconds).c_str(),

@@ -10,27 +10,9 @@
 
 namespace kembed::cli {
 
-// torch's other options as a table file stores them (make-table, import).
-struct TorchOptionArgs {
-  std::optional<double> max_norm;
-  std::string norm_type = "2";     // a number > 0, or inf
-  std::string scale = "none";      // --scale-grad-by-freq: none, call or batch
-  bool sparse = false;
-  void apply(Options& o) const;   // throws InvalidArgument naming the option
-};
-
-// The job's settings, with the plan and mode as the command line spells them.
-struct BackwardArgs : job::BackwardSettings {
-  std::optional<std::string> plan_name, mode_name, scale_name;
-};
-
-struct ForwardArgs {
-  std::string table, ids, out;
-  std::string ids_dataset = "ids";
-  std::int64_t microbatch = 65536;
-  std::optional<double> max_norm;
-  std::optional<std::string> norm_type;
-};
+// backward and forward take the job's own settings, typed as main.cpp parses them.
+using BackwardArgs = job::BackwardSettings;
+using ForwardArgs = job::ForwardSettings;
 
 struct DiffArgs {
   std::string a, b;
@@ -53,18 +35,14 @@ struct MakeTableArgs {
   std::string out;
   std::int64_t rows = 0, dim = 0;
   std::uint64_t seed = 1;
-  std::optional<std::int64_t> padding_idx;
-  std::string plan = "auto", mode = "identical";
-  TorchOptionArgs torch;
+  Options options;  // what the file stores
 };
 
 struct ImportArgs {
   std::string from, dataset, out;  // dataset "": the file's only 2-D float dataset
   bool convert = false;            // round float64/float16 to float32
   bool deflate = false;
-  std::optional<std::int64_t> padding_idx;
-  std::string plan = "auto", mode = "identical";
-  TorchOptionArgs torch;
+  Options options;  // what the file stores
 };
 
 // Backend-dependent commands, run on the execution space `Space`.

@@ -35,12 +35,7 @@ int import_table(ImportArgs const& a) {
     dataset = candidates.front().substr(0, candidates.front().find(' '));
   }
   auto table = io::read_table_dataset(a.from, dataset, a.convert);
-  Options o;
-  o.padding_idx = a.padding_idx;
-  o.plan = parse_plan(a.plan);
-  o.mode = parse_mode(a.mode);
-  a.torch.apply(o);
-  auto const config = make_config(table.config.num_embeddings, table.config.embedding_dim, o);
+  auto const config = make_config(table.config.num_embeddings, table.config.embedding_dim, a.options);
   io::SaveOptions save;
   save.deflate = a.deflate;
   io::save_table(a.out, table.weight.data(), config, save);

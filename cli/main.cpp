@@ -74,6 +74,40 @@ int on_backend(std::string const& backend, std::optional<int> threads, F&& f) {
   return kembed::on_backend(backend, std::forward<F>(f));
 }
 
+// A setting read as CLI11 parses the command line, by kembed's own parser: the
+// commands get typed settings, and a bad value is refused in kembed's words before
+// anything starts (main reports it, exit 2).
+template <class T, class Parse>
+CLI::Option* add_setting(CLI::App* cmd, std::string const& flag, T& into, Parse parse, std::string const& help) {
+  return cmd->add_option_function<std::string>(
+      flag, [&into, parse](std::string const& text) { into = parse(text); }, help);
+}
+
+double parse_norm_type(std::string const& text) {
+  char* end = nullptr;
+  double const p = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0')
+    throw kembed::InvalidArgument("norm_type", "--norm-type must be a number > 0 or inf, got '" + text + "'");
+  return p;  // make_config checks > 0
+}
+
+// The settings a table file stores (make-table, import): the plan and mode the
+// file asks for, and torch's other options.
+void add_table_options(CLI::App* cmd, kembed::Options& o) {
+  cmd->add_option("--padding-idx", o.padding_idx,
+                  "Padding row as torch takes it: negative counts from the end, -1 is row V-1 (default: none)");
+  add_setting(cmd, "--plan", o.plan, kembed::parse_plan, "Plan stored in the file")->default_str("auto");
+  add_setting(cmd, "--mode", o.mode, kembed::parse_mode, "Numeric mode stored in the file")->default_str("identical");
+  cmd->add_option("--max-norm", o.max_norm,
+                  "Renormalise each row a forward references whose norm exceeds this (torch's max_norm)");
+  add_setting(cmd, "--norm-type", o.norm_type, parse_norm_type, "The norm --max-norm uses: a number > 0, or inf")
+      ->default_str("2");
+  add_setting(cmd, "--scale-grad-by-freq", o.scale_grad_by_freq, kembed::parse_freq_scale,
+              "Scale each gradient term by 1 / its row's count: none, call (per microbatch) or batch")
+      ->default_str("none");
+  cmd->add_flag("--sparse", o.sparse, "Mark the table's gradient as row-sparse");
+}
+
 // OpenMP's idle threads spin while the job reads, hashes and writes, and between
 // its kernels; on a busy machine that spinning takes the cores the job and the other
 // work need (the bundled job at --microbatch 97 beside 4 busy loops: 0.38 s active,
@@ -83,17 +117,6 @@ int on_backend(std::string const& backend, std::optional<int> threads, F&& f) {
 // Not where OMP_PROC_BIND, OMP_PLACES or GOMP_CPU_AFFINITY are set: the runtime has
 // then already bound this thread to one place, the new image would inherit that
 // one-CPU mask and run one thread (seen with scripts/run.sh's spread binding).
-// torch's other options, stored in the table file a command writes.
-void add_torch_options(CLI::App* cmd, TorchOptionArgs& t) {
-  cmd->add_option("--max-norm", t.max_norm,
-                  "Renormalise each row a forward references whose norm exceeds this (torch's max_norm)");
-  cmd->add_option("--norm-type", t.norm_type, "The norm --max-norm uses: a number > 0, or inf")->capture_default_str();
-  cmd->add_option("--scale-grad-by-freq", t.scale,
-                  "Scale each gradient term by 1 / its row's count: none, call (per microbatch) or batch")
-      ->capture_default_str();
-  cmd->add_flag("--sparse", t.sparse, "Mark the table's gradient as row-sparse");
-}
-
 void prefer_passive_waiting(int argc, char** argv) {
 #ifdef KOKKOS_ENABLE_OPENMP
   for (char const* name : {"OMP_WAIT_POLICY", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"})
@@ -138,8 +161,10 @@ CLI::App* add_backward(CLI::App& app, BackwardArgs& bw) {
                        "Positions per backward call in mode deterministic, whose sums depend on the split; "
                        "other modes fold each block read (64 Ki positions or more) in one call: their bits do not")
       ->capture_default_str();
-  backward->add_option("--plan", bw.plan_name, "scan, sort, bucket or auto (default: the table file's)");
-  backward->add_option("--mode", bw.mode_name, "identical, deterministic or fast (default: the table file's)");
+  add_setting(backward, "--plan", bw.plan, kembed::parse_plan,
+              "scan, sort, bucket or auto (default: the table file's)");
+  add_setting(backward, "--mode", bw.mode, kembed::parse_mode,
+              "identical, deterministic or fast (default: the table file's)");
   auto* padding = backward->add_option("--padding-idx", bw.padding_idx,
                                        "Padding row as torch takes it: negative counts from the end, -1 is row V-1 "
                                        "(default: the table file's)");
@@ -147,14 +172,17 @@ CLI::App* add_backward(CLI::App& app, BackwardArgs& bw) {
   backward->add_flag("--sparse", bw.sparse,
                      "Write a row-sparse run file: the rows the batch references, never a (V, d) gradient "
                      "(also when the table file asks for one)");
-  auto* scale_option = backward->add_option(
-      "--scale-grad-by-freq", bw.scale_name,
+  // Given alone, --scale-grad-by-freq means call (as torch).
+  auto const scale_of = [](std::string const& text) {
+    return text.empty() ? kembed::FreqScale::call : kembed::parse_freq_scale(text);
+  };
+  auto* scale_option = add_setting(
+      backward, "--scale-grad-by-freq", bw.scale_grad_by_freq, scale_of,
       "[call|batch|none] Scale each term by 1 / its row's count: in its microbatch (call, as torch; the "
       "default when given alone) or in the whole batch (batch); none turns it off. Default: the table file's");
   scale_option->expected(0, 1);
-  // Given alone, --scale-grad-by-freq means call (as torch).
   backward->parse_complete_callback([&bw, scale_option] {
-    if (scale_option->count() > 0 && (!bw.scale_name || bw.scale_name->empty())) bw.scale_name = "call";
+    if (scale_option->count() > 0 && !bw.scale_grad_by_freq) bw.scale_grad_by_freq = kembed::FreqScale::call;
   });
   backward->add_option("--ids-dataset", bw.ids_dataset, "Dataset of ids in the batch file")->capture_default_str();
   backward->add_option("--dy-dataset", bw.dy_dataset, "Dataset of dy in the batch file")->capture_default_str();
@@ -176,7 +204,8 @@ CLI::App* add_forward(CLI::App& app, ForwardArgs& fw) {
   forward->add_option("--microbatch", fw.microbatch, "Positions per forward call")->capture_default_str();
   forward->add_option("--max-norm", fw.max_norm,
                       "Renormalise each referenced row whose norm exceeds this, as torch (default: the table file's)");
-  forward->add_option("--norm-type", fw.norm_type, "The norm --max-norm uses: a number > 0, or inf (default: 2)");
+  add_setting(forward, "--norm-type", fw.norm_type, parse_norm_type,
+              "The norm --max-norm uses: a number > 0, or inf (default: 2)");
   return forward;
 }
 
@@ -222,12 +251,7 @@ CLI::App* add_make_table(CLI::App& app, MakeTableArgs& mt) {
   make_table_cmd->add_option("--rows", mt.rows, "num_embeddings")->required();
   make_table_cmd->add_option("--dim", mt.dim, "embedding_dim")->required();
   make_table_cmd->add_option("--seed", mt.seed, "Seed")->capture_default_str();
-  make_table_cmd->add_option("--padding-idx", mt.padding_idx,
-                              "Padding row as torch takes it: negative counts from the end, -1 is row V-1 "
-                              "(default: none)");
-  make_table_cmd->add_option("--plan", mt.plan, "Plan stored in the file")->capture_default_str();
-  make_table_cmd->add_option("--mode", mt.mode, "Numeric mode stored in the file")->capture_default_str();
-  add_torch_options(make_table_cmd, mt.torch);
+  add_table_options(make_table_cmd, mt.options);
   return make_table_cmd;
 }
 
@@ -239,13 +263,8 @@ CLI::App* add_import(CLI::App& app, ImportArgs& im) {
   import_cmd->add_option("--out", im.out, "Table file to write (kembed-embedding-1)")->required();
   import_cmd->add_flag("--convert", im.convert,
                        "Round float64 or float16 values to the nearest float32 (values that do not fit are refused)");
-  import_cmd->add_option("--padding-idx", im.padding_idx,
-                          "Padding row as torch takes it: negative counts from the end, -1 is row V-1 "
-                          "(default: none)");
-  import_cmd->add_option("--plan", im.plan, "Plan stored in the file")->capture_default_str();
-  import_cmd->add_option("--mode", im.mode, "Numeric mode stored in the file")->capture_default_str();
   import_cmd->add_flag("--deflate", im.deflate, "Compress the table file (shuffle + deflate)");
-  add_torch_options(import_cmd, im.torch);
+  add_table_options(import_cmd, im.options);
   return import_cmd;
 }
 
@@ -311,6 +330,9 @@ int main(int argc, char** argv) {
   } catch (CLI::ParseError const& e) {
     int const code = app.exit(e);  // prints help or the parse error
     return code == 0 ? Exit::ok : Exit::bad_input;
+  } catch (kembed::Error const& e) {  // a setting's value (add_setting)
+    Console::get().error(e.message());
+    return Exit::bad_input;
   }
   auto& console = Console::get();
   console.set_quiet(quiet);

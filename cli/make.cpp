@@ -86,23 +86,8 @@ int make_batch(MakeBatchArgs const& a) {
   return Exit::ok;
 }
 
-void TorchOptionArgs::apply(Options& o) const {
-  o.max_norm = max_norm;
-  char* end = nullptr;
-  o.norm_type = std::strtod(norm_type.c_str(), &end);
-  if (norm_type.empty() || *end != '\0')
-    throw InvalidArgument("norm_type", "--norm-type must be a number > 0 or inf, got '" + norm_type + "'");
-  o.scale_grad_by_freq = parse_freq_scale(scale);
-  o.sparse = sparse;
-}
-
 int make_table(MakeTableArgs const& a) {
-  Options o;
-  o.padding_idx = a.padding_idx;
-  o.plan = parse_plan(a.plan);
-  o.mode = parse_mode(a.mode);
-  a.torch.apply(o);
-  auto const config = make_config(a.rows, a.dim, o);
+  auto const config = make_config(a.rows, a.dim, a.options);
   auto const weight = synthetic::uniform_floats(a.rows * a.dim, a.seed);
   io::save_table(a.out, weight.data(), config);
   std::printf("table:      %s (%s x %lld, seed %llu)\n", a.out.c_str(), with_commas(a.rows).c_str(), (long long)a.dim,
