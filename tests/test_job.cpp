@@ -150,7 +150,10 @@ TEST_F(Job, ReportRunFileAndCheckpointsAgree) {
   EXPECT_EQ(once.microbatches, 200);
   s.out = path("r_checkpointed.h5");
   s.checkpoint_every = 70000;
+  phases_seen().clear();
   auto const checkpointed = job::run_backward(TEST_EXECSPACE(), job::OneProcess(), s);
+  EXPECT_EQ(phases_seen(), (std::vector<std::string>{"resolve", "open_inputs", "resume", "fold", "checkpoint",
+                                                     "checkpoint", "publish"}));  // at 70,000 and 140,000
   EXPECT_EQ(checkpointed.gradient_sha256, once.gradient_sha256);
   EXPECT_EQ(checkpointed.microbatches, once.microbatches);
   EXPECT_FALSE(fs::exists(s.out + ".checkpoint"));  // the finished job removed its own

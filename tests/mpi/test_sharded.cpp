@@ -4,6 +4,7 @@
 // by P, ranks that own no row or no referenced row, slabs that are empty (T < P),
 // padding rows, int32 and int64 ids; errors stop every rank with the one-process
 // message naming the global position; the forward routes rows back.
+#include "mpi/ranks.hpp"
 #include "support/test_support.hpp"
 
 #include <kembed/core/synthetic.hpp>
@@ -27,16 +28,8 @@ using Space = Kokkos::DefaultHostExecutionSpace;
 using Sharded = mpi::ShardedEmbedding<Space>;
 using HostMatrix = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
 
-int rank_count() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-int my_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
+using test::my_rank;
+using test::rank_count;
 
 struct Case {
   std::string name;

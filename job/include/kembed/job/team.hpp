@@ -2,7 +2,8 @@
 // The Team concept: who runs the batch job. job::OneProcess is the team of one;
 // kembed::mpi::Team (<kembed/mpi/team.hpp>) is the ranks of an MPI communicator.
 // run_backward checks a team against this list with static_assert, so a new team
-// (a fake two-rank one in a test, say) learns at compile time what it lacks.
+// learns at compile time what it lacks (tests/test_job.cpp and tests/mpi/
+// test_job_team.cpp assert it of both teams).
 //
 // A Team `T`, on every rank (calls are collective unless said otherwise):
 //   t.rank(), t.size()                    this rank and how many (int)

@@ -280,6 +280,7 @@ class BackwardJob {
   // Writes a checkpoint from a copy of the carry while the next blocks fold (one at
   // a time; a read queued after it waits for it).
   void checkpoint(BlockPipeline& pipe) {
+    kembed::detail::ScopedRegion region("kembed::job::checkpoint");  // within fold
     auto const t0 = clock::now();
     hashed();
     if (checkpoint_written_.valid()) together([&] { checkpoint_written_.get(); });
