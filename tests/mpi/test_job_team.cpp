@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kembed {
@@ -33,11 +34,7 @@ using test::rank_count;
 
 // Rank 0's text on every rank.
 std::string from_rank_0(std::string text) {
-  long size = static_cast<long>(text.size());
-  MPI_Bcast(&size, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-  text.resize(static_cast<std::size_t>(size));
-  MPI_Bcast(text.data(), static_cast<int>(size), MPI_CHAR, 0, MPI_COMM_WORLD);
-  return text;
+  return mpi::Team(MPI_COMM_WORLD).broadcast(std::move(text));
 }
 
 std::vector<std::string>& phases_seen() {
