@@ -156,7 +156,7 @@ KOKKOS_INLINE_FUNCTION void stream_zero(float* dst, std::int64_t n) {
 // one thread's hands: in fixed blocks that stay vector moves. A plain loop becomes
 // memcpy, memset or `rep movs`/`rep stos`, and a guarded tail becomes masked moves,
 // whose start-up cost more than a short row (the sort plan at V = 1e6, d = 4 ran
-// 1.4-2.1x slower; docs/PERFORMANCE.md, "Short rows").
+// 1.7-2.3x slower; docs/PERFORMANCE.md, "Short rows").
 template <int W>
 KOKKOS_INLINE_FUNCTION void move_block(float* dst, float const* src) {
   for (int m = 0; m < W; ++m) dst[m] = src[m];
