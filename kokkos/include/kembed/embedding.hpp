@@ -41,8 +41,12 @@ struct HostGradient {
   std::vector<std::int64_t> counts;  // occurrences of each row among the ids
 };
 
+template <class ExecutionSpace>
+class EmbeddingBag;
+
 template <class ExecutionSpace = Kokkos::DefaultExecutionSpace>
 class Embedding {
+  friend class EmbeddingBag<ExecutionSpace>;  // its backward folds through fold_path
   static_assert(Kokkos::is_execution_space<ExecutionSpace>::value,
                 "kembed::Embedding<ExecutionSpace>: the argument must be a Kokkos execution space");
 
@@ -142,11 +146,13 @@ class Embedding {
   }
 
   // The path backward takes for a call of `positions` on `space` (`in_place`: the
-  // carry is the output itself, as a job continues its gradient). backward decides
-  // here and nowhere else, so what a caller reports is what ran.
-  BackwardPath path_for(ExecutionSpace const& space, std::int64_t positions, bool in_place = false) const {
+  // carry is the output itself, as a job continues its gradient; `factors`: each term
+  // has its own factor, as a mean or weighted bag's). backward decides here and
+  // nowhere else, so what a caller reports is what ran.
+  BackwardPath path_for(ExecutionSpace const& space, std::int64_t positions, bool in_place = false,
+                        bool factors = false) const {
     BackwardPath path;
-    path.scaled = config_.scales();
+    path.scaled = config_.scales() || factors;
     path.mode = path.scaled && config_.mode == Mode::fast ? Mode::identical : config_.mode;
     // Deterministic mode always sorts. Bucket entries pack the position in 40 bits:
     // a larger batch (a terabyte of ids) sorts instead. Scaling needs each row's count
@@ -188,6 +194,18 @@ class Embedding {
     forward_impl(space, ids, y);
   }
 
+  // With max_norm, what the forward does first (torch's embedding_renorm_): each row
+  // the ids reference whose norm exceeds max_norm is scaled in the layer's own table.
+  // Nothing without max_norm. Checks the ids first: a bad id changes nothing.
+  template <class IdView>
+  void renormalise(ExecutionSpace const& space, IdView const& ids) const {
+    if (!config_.renormalises()) return;
+    require_table();
+    detail::check_ids(space, ids, config_.num_embeddings);  // before the table changes
+    detail::ScopedRegion region("kembed::renorm");
+    detail::renorm(space, ids, weight_, config_.max_norm, config_.norm_type);
+  }
+
   // ---- backward: the dense (V, d) gradient -----------------------------------
   // `carry` (optional, shape (V, d)) is the gradient to continue from; it is not
   // modified. Counts include the padding row's occurrences. `batch_counts` (V
@@ -213,11 +231,7 @@ class Embedding {
     counts_type counts(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::counts"), v);
     with_device_ids(ids, [&](auto const& device_ids) {
       backward(space_, device_ids, dy_d, grad, carry_d, counts, batch_d);
-      Kokkos::deep_copy(space_, host_matrix(out.values.data(), v, d), grad);
-      Kokkos::deep_copy(space_,
-                        Kokkos::View<std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(out.counts.data(), v),
-                        counts);
-      space_.fence();
+      copy_to_host(space_, grad, counts, out);
     });
     return out;
   }
@@ -350,6 +364,17 @@ class Embedding {
     return host_const_matrix_type(data, rows, cols);
   }
 
+  // A gradient and its counts into the host result `out` (sized), then a fence.
+  static void copy_to_host(ExecutionSpace const& space, matrix_type const& grad, counts_type const& counts,
+                           HostGradient& out) {
+    Kokkos::deep_copy(space, host_matrix(out.values.data(), grad.extent(0), grad.extent(1)), grad);
+    Kokkos::deep_copy(
+        space,
+        Kokkos::View<std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(out.counts.data(), counts.extent(0)),
+        counts);
+    space.fence();
+  }
+
   void require_table() const {
     if (weight_.data() == nullptr)
       throw Unsupported("weight", "this layer was made by backward_only and holds no table; give it one with "
@@ -383,23 +408,10 @@ class Embedding {
     return table;
   }
 
-  // Runs f on the ids as a view in this space's memory, in their own integer type
-  // (no copy when the memory is the host's).
+  // Runs f on the ids as a view in this space's memory (detail::with_ids_in).
   template <class F>
   void with_device_ids(IdsRef const& ids, F&& f) const {
-    auto const t = ids.size();
-    if (ids.data() == nullptr) throw InvalidArgument("ids", "ids has no data (a null pointer)");
-    if (ids.type() == IdType::int32) {
-      Kokkos::View<std::int32_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> h(
-          static_cast<std::int32_t const*>(ids.data()), t);
-      ids32_type d = Kokkos::create_mirror_view_and_copy(memory_space(), h);
-      f(d);
-    } else {
-      Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> h(
-          static_cast<std::int64_t const*>(ids.data()), t);
-      ids64_type d = Kokkos::create_mirror_view_and_copy(memory_space(), h);
-      f(d);
-    }
+    detail::with_ids_in<memory_space>(ids, std::forward<F>(f));
   }
 
   template <class IdView>
@@ -407,11 +419,7 @@ class Embedding {
     if (ids.extent(0) < 1) check_ids_shape(Shape{0});  // the message; a Shape allocates
     check_matrix("y", y, ids.extent(0), config_.embedding_dim, "ids.size(), embedding_dim");
     require_table();
-    if (config_.renormalises()) {
-      detail::check_ids(space, ids, config_.num_embeddings);  // before the table changes
-      detail::ScopedRegion region("kembed::renorm");
-      detail::renorm(space, ids, weight_, config_.max_norm, config_.norm_type);
-    }
+    renormalise(space, ids);
     detail::ScopedRegion region("kembed::forward");
     detail::forward(space, ids, weight_, y);  // checks the ids first
   }
@@ -525,9 +533,23 @@ class Embedding {
     // carry must survive bad input, so there dy is checked first, in its own pass.
     if (in_place) detail::check_finite(space, dy, "dy", "position");
 
+    bool const saw_non_finite = fold_path(space, path_for(space, t, in_place), ids, dy, carry, grad, counts,
+                                          config_.scale_grad_by_freq, batch_counts);
+    // grad (not the carry) then holds unspecified values, as documented.
+    if (saw_non_finite) detail::check_finite(space, dy, "dy", "position");
+  }
+
+  // Runs `path` (from path_for) over checked inputs: every plan's kernels, with dy a
+  // (T, d) view or a bag's terms (detail::BagTerms); `freq` is the row scaling the
+  // folds apply (a bag's terms carry their own factors instead). Returns whether a
+  // term or a sum may be NaN or +-inf.
+  template <class IdView, class Dy>
+  bool fold_path(ExecutionSpace const& space, BackwardPath const& path, IdView const& ids, Dy const& dy,
+                 const_matrix_type const& carry, matrix_type const& grad, counts_type const& counts, FreqScale freq,
+                 batch_counts_type const& batch_counts) const {
     auto const pad = config_.padding_idx;
+    auto const v = config_.num_embeddings, d = config_.embedding_dim;
     auto const concurrency = static_cast<std::int64_t>(space.concurrency());
-    auto const path = path_for(space, t, in_place);
     Mode const mode = path.mode;
     // Which copy of the host folds runs (same bits either way); named for tools.
     // Mode fast has no copies, so no region (its KEMBED_HOST_ISA is still checked).
@@ -540,11 +562,10 @@ class Embedding {
     if (path.listed) {
       if (path.on_caller)  // within this call: views without reference counts
         detail::backward_listed(space, detail::unmanaged(ids), detail::unmanaged(dy), detail::unmanaged(carry),
-                                detail::unmanaged(grad), detail::unmanaged(counts), pad, mode,
-                                config_.scale_grad_by_freq, detail::unmanaged(batch_counts), isa, true);
+                                detail::unmanaged(grad), detail::unmanaged(counts), pad, mode, freq,
+                                detail::unmanaged(batch_counts), isa, true);
       else
-        detail::backward_listed(space, ids, dy, carry, grad, counts, pad, mode, config_.scale_grad_by_freq,
-                                batch_counts, isa, false);
+        detail::backward_listed(space, ids, dy, carry, grad, counts, pad, mode, freq, batch_counts, isa, false);
     } else if (mode == Mode::fast) {
       saw_non_finite = detail::backward_fast(space, ids, dy, carry, grad, counts, pad);
     } else if (path.plan == Plan::scan) {
@@ -554,16 +575,15 @@ class Embedding {
       saw_non_finite = detail::backward_bucket(space, ids, dy, carry, grad, counts, pad, isa);
     } else {
       auto const index = detail::build_row_index(space, ids, v);
-      if (config_.scale_grad_by_freq == FreqScale::batch)
+      if (freq == FreqScale::batch)
         detail::check_batch_counts(space, index.offsets, detail::IdentityRow{}, batch_counts, v);
-      auto const scale = row_scale(batch_counts);
+      auto const scale = freq == FreqScale::none ? detail::RowScale<memory_space>{} : row_scale(batch_counts);
       saw_non_finite = mode == Mode::identical
                            ? detail::fold_identical(space, index, dy, carry, grad, pad, isa, scale)
                            : detail::fold_pairwise(space, index, dy, carry, grad, pad, isa, scale);
       if (counts.data() != nullptr) detail::counts_from_offsets(space, index.offsets, counts);
     }
-    // grad (not the carry) then holds unspecified values, as documented.
-    if (saw_non_finite) detail::check_finite(space, dy, "dy", "position");
+    return saw_non_finite;
   }
 
   // The region a path names: kembed::backward[fast], [identical,scan],

@@ -73,6 +73,17 @@ struct RowScale {
   }
 };
 
+// A term's factor: the row's s (RowScale), unless the terms carry their own, one per
+// position (a bag's terms: detail/bag_terms.hpp overloads both for its type).
+template <class Dy>
+KOKKOS_INLINE_FUNCTION float term_scale(Dy const&, std::int64_t, float s) {
+  return s;
+}
+template <class Dy>
+KOKKOS_INLINE_FUNCTION bool has_term_scales(Dy const&) {
+  return false;
+}
+
 // The dy rows a fold reads are scattered (each row's positions, row after row), so
 // no hardware prefetcher predicts them: fetch the tile of the entry prefetch_rows
 // ahead in the index, past the end of this row's segment too (the next items are
@@ -107,7 +118,8 @@ struct AscendingSum {
                                           float s) const {
     float acc = base;
     if (scaled)
-      for (std::int64_t j = begin; j < end; ++j) acc = fma_rn(dy(positions(j), c), s, acc);
+      for (std::int64_t j = begin; j < end; ++j)
+        acc = fma_rn(dy(positions(j), c), term_scale(dy, positions(j), s), acc);
     else
       for (std::int64_t j = begin; j < end; ++j) acc = acc + dy(positions(j), c);
     return acc;
@@ -122,7 +134,8 @@ struct AscendingSum {
       for (std::int64_t j = begin; j < end; ++j) {
         std::int64_t const p = positions(j);
         prefetch_entry(positions, dy, j, c0, n);
-        for (std::int64_t k = 0; k < n; ++k) out[k] = fma_rn(dy(p, c0 + k), s, out[k]);
+        float const sp = term_scale(dy, p, s);
+        for (std::int64_t k = 0; k < n; ++k) out[k] = fma_rn(dy(p, c0 + k), sp, out[k]);
       }
     } else {
       for (std::int64_t j = begin; j < end; ++j) {
@@ -151,7 +164,7 @@ struct PairwiseSum {
     int top = -1;
     for (std::int64_t j = begin; j < end; ++j) {
       float const term = dy(positions(j), c);
-      stack[++top] = scaled ? mul_rn(term, s) : term;
+      stack[++top] = scaled ? mul_rn(term, term_scale(dy, positions(j), s)) : term;
       for (std::int64_t count = j - begin + 1; (count & 1) == 0; count >>= 1) {
         stack[top - 1] = stack[top - 1] + stack[top];
         --top;
@@ -173,7 +186,7 @@ struct PairwiseSum {
       prefetch_entry(positions, dy, j, c0, n);
       ++top;
       if (scaled)
-        for (std::int64_t k = 0; k < n; ++k) stack[top][k] = mul_rn(dy(p, c0 + k), s);
+        for (std::int64_t k = 0; k < n; ++k) stack[top][k] = mul_rn(dy(p, c0 + k), term_scale(dy, p, s));
       else
         for (std::int64_t k = 0; k < n; ++k) stack[top][k] = dy(p, c0 + k);
       for (std::int64_t count = j - begin + 1; (count & 1) == 0; count >>= 1) {
@@ -211,6 +224,7 @@ bool fold_host(ExecutionSpace const& space, Index const& index, Dy const& dy, Ca
   auto const offsets = index.offsets;
   auto const positions = index.positions;
   std::int64_t const t = positions.extent(0);
+  bool const scaled = scale.on() || has_term_scales(dy);
   int const bad = reduce_items(
       space, label, v * tiles, fold_grab(v, tiles, t), on_caller, KOKKOS_LAMBDA(std::int64_t i, int& saw) {
         run_for(isa, [&] {
@@ -234,7 +248,7 @@ bool fold_host(ExecutionSpace const& space, Index const& index, Dy const& dy, Ca
           }
           float const s = scale.on() ? scale.of(u, end - begin) : 1.0f;
           float total[tile];
-          sum.tile(positions, dy, begin, end, c0, n, base, scale.on(), s, total);
+          sum.tile(positions, dy, begin, end, c0, n, base, scaled, s, total);
           copy_short(&grad(r, c0), total, n);
           if (!in_place)
             for (std::int64_t k = 0; k < n; ++k) flag |= non_finite(total[k]);
@@ -307,9 +321,9 @@ bool fold_teams(ExecutionSpace const& space, Index const& index, Dy const& dy, C
               if (flag) Kokkos::atomic_fetch_or(&bad(), 1);
               return;
             }
-            bool const scaled = scale.on() && end > begin;
+            bool const scaled = (scale.on() || has_term_scales(dy)) && end > begin;
             float const total = sum(positions, dy, begin, end, c, has_carry ? carry(r, c) : 0.0f, scaled,
-                                    scaled ? scale.of(u, end - begin) : 1.0f);
+                                    scale.on() ? scale.of(u, end - begin) : 1.0f);
             grad(r, c) = total;
             if (!in_place && end > begin && non_finite(total)) Kokkos::atomic_fetch_or(&bad(), 1);
           });

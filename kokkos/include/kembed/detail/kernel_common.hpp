@@ -265,10 +265,14 @@ KOKKOS_INLINE_FUNCTION void run_for(HostIsa isa, Body const& body) {
 // lambda capture) is an atomic increment and decrement, which cost more than a
 // small call's whole fold (38% of a one-position call's time, measured). For code
 // that runs within one call, while the caller holds the managed view.
+// Anything else (a bag's terms, detail::BagTerms) is passed as it is.
 template <class View>
 auto unmanaged(View const& v) {
-  return Kokkos::View<typename View::data_type, typename View::array_layout, typename View::memory_space,
-                      Kokkos::MemoryUnmanaged>(v.data(), v.layout());
+  if constexpr (Kokkos::is_view<View>::value)
+    return Kokkos::View<typename View::data_type, typename View::array_layout, typename View::memory_space,
+                        Kokkos::MemoryUnmanaged>(v.data(), v.layout());
+  else
+    return v;
 }
 
 // Labels the region a path runs in, so Kokkos tools show which path ran.

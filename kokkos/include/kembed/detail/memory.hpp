@@ -2,6 +2,9 @@
 // Allocation of kembed's large host buffers.
 #include <Kokkos_Core.hpp>
 
+#include <kembed/core/arrays.hpp>
+#include <kembed/core/error.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -44,6 +47,24 @@ Kokkos::View<float**, Kokkos::LayoutRight, typename ExecutionSpace::memory_space
   if constexpr (std::is_same<typename ExecutionSpace::memory_space, Kokkos::HostSpace>::value)
     advise_huge_pages(m.data(), m.span() * sizeof(float));
   return m;
+}
+
+// Runs f on the caller's host ids as a view in MemorySpace, in their own integer type
+// (int32 or int64; no copy where MemorySpace is the host's).
+template <class MemorySpace, class F>
+void with_ids_in(IdsRef const& ids, F&& f) {
+  auto const t = ids.size();
+  if (ids.data() == nullptr) throw InvalidArgument("ids", "ids has no data (a null pointer)");
+  auto const in = [&](auto const* data) {
+    using Id = std::remove_const_t<std::remove_pointer_t<decltype(data)>>;
+    Kokkos::View<Id const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> h(data, t);
+    Kokkos::View<Id const*, MemorySpace> d = Kokkos::create_mirror_view_and_copy(MemorySpace(), h);
+    f(d);
+  };
+  if (ids.type() == IdType::int32)
+    in(static_cast<std::int32_t const*>(ids.data()));
+  else
+    in(static_cast<std::int64_t const*>(ids.data()));
 }
 
 }  // namespace kembed::detail

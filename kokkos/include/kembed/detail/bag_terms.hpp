@@ -1,0 +1,111 @@
+#pragma once
+// A bag call's dy seen per position, as every backward plan reads dy: so a bag's
+// gradient is folded by the unpooled kernels, plan for plan (docs/CONTRACT.md, "Bags").
+#include <kembed/detail/bag_forward.hpp>
+#include <kembed/detail/kernel_common.hpp>
+
+namespace kembed::detail {
+
+// Term (p, c): dy(b(p), c), or -0.0 where a max bag's column was taken from another
+// position (adding -0.0 changes no value). `scale`, where given, is each position's
+// factor s_p (the fold then forms fma(term, s_p, acc), or term * s_p for its tree).
+template <class MemorySpace>
+struct BagTerms {
+  using memory_space = MemorySpace;
+  Kokkos::View<float const**, Kokkos::LayoutRight, MemorySpace> dy;          // (B, d)
+  Kokkos::View<std::int64_t const*, MemorySpace> bag;                        // (T): b(p)
+  Kokkos::View<std::int64_t const**, Kokkos::LayoutRight, MemorySpace> won;  // (B, d), max only
+  Kokkos::View<float const*, MemorySpace> negative_zero;                     // (d) of -0.0, max only
+  Kokkos::View<float const*, MemorySpace> scale;                             // (T) or empty
+  std::int64_t positions = 0;
+
+  KOKKOS_INLINE_FUNCTION std::int64_t extent(int i) const { return i == 0 ? positions : std::int64_t(dy.extent(1)); }
+  KOKKOS_INLINE_FUNCTION float const& operator()(std::int64_t p, std::int64_t c) const {
+    std::int64_t const b = bag(p);
+    if (won.data() != nullptr && won(b, c) != p) return negative_zero(c);
+    return dy(b, c);
+  }
+};
+
+template <class M>
+KOKKOS_INLINE_FUNCTION float term_scale(BagTerms<M> const& terms, std::int64_t p, float) {
+  return terms.scale(p);
+}
+template <class M>
+KOKKOS_INLINE_FUNCTION bool has_term_scales(BagTerms<M> const& terms) {
+  return terms.scale.data() != nullptr;
+}
+
+// The bag of each position: bag(p) = b for p in [bounds(b), bounds(b + 1)).
+template <class ExecutionSpace>
+Kokkos::View<std::int64_t*, typename ExecutionSpace::memory_space> bag_of_positions(
+    ExecutionSpace const& space, BagViews<typename ExecutionSpace::memory_space> const& bags, std::int64_t t) {
+  Kokkos::View<std::int64_t*, typename ExecutionSpace::memory_space> bag(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kembed::bag_of"), t);
+  auto const bounds = bags.bounds;
+  Kokkos::parallel_for(
+      "kembed::bag_of", Range<ExecutionSpace>(space, 0, bags.count()), KOKKOS_LAMBDA(std::int64_t b) {
+        for (std::int64_t p = bounds(b); p < bounds(b + 1); ++p) bag(p) = b;
+      });
+  return bag;
+}
+
+// Each position's factor, binary64 rounded once: 1 / n_r (`counts`, where given),
+// divided by the bag's count for mean, times the position's weight.
+template <class ExecutionSpace, class IdView, class Counts>
+Kokkos::View<float*, typename ExecutionSpace::memory_space> bag_term_scales(
+    ExecutionSpace const& space, IdView const& ids, BagViews<typename ExecutionSpace::memory_space> const& bags,
+    Counts const& counts) {
+  Kokkos::View<float*, typename ExecutionSpace::memory_space> s(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kembed::bag_scales"), ids.extent(0));
+  auto const bounds = bags.bounds;
+  auto const w = bags.weights;
+  bool const mean = bags.pooling == Pooling::mean, weighted = w.extent(0) > 0, freq = counts.data() != nullptr;
+  std::int64_t const pad = bags.padding;
+  Kokkos::parallel_for(
+      "kembed::bag_scales", Range<ExecutionSpace>(space, 0, bags.count()), KOKKOS_LAMBDA(std::int64_t b) {
+        std::int64_t n = 0;
+        for (std::int64_t p = bounds(b); p < bounds(b + 1); ++p) n += static_cast<std::int64_t>(ids(p)) != pad;
+        for (std::int64_t p = bounds(b); p < bounds(b + 1); ++p) {
+          auto const r = static_cast<std::int64_t>(ids(p));
+          double f = freq ? 1.0 / static_cast<double>(counts(r)) : 1.0;
+          if (mean) f = f / static_cast<double>(n);
+          if (weighted) f = dmul_rn(f, static_cast<double>(w(p)));
+          s(p) = static_cast<float>(f);
+        }
+      });
+  return s;
+}
+
+// The gradient of per-sample weights: out(p) = +0.0, then for c ascending
+// fma(dy(b(p), c), weight(ids(p), c), out(p)); +0.0 where p holds the padding row. One
+// thread per position: the columns are one dependent chain, in a fixed order.
+template <class ExecutionSpace, class IdView, class Bag, class Table, class Dy, class Out>
+void bag_weights_grad(ExecutionSpace const& space, IdView const& ids, Bag const& bag, std::int64_t padding,
+                      Table const& weight, Dy const& dy, Out const& out) {
+  std::int64_t const d = weight.extent(1);
+  Kokkos::parallel_for(
+      "kembed::bag_weights_grad", Range<ExecutionSpace>(space, 0, ids.extent(0)), KOKKOS_LAMBDA(std::int64_t p) {
+        auto const r = static_cast<std::int64_t>(ids(p));
+        float acc = 0.0f;
+        if (r != padding)
+          for (std::int64_t c = 0; c < d; ++c) acc = fma_rn(dy(bag(p), c), weight(r, c), acc);
+        out(p) = acc;
+      });
+}
+
+// The first row r with low(r) < high(r), or V (their length) where there is none.
+template <class ExecutionSpace, class Low, class High>
+std::int64_t first_row_below(ExecutionSpace const& space, Low const& low, High const& high) {
+  std::int64_t const v = high.extent(0);
+  std::int64_t first = v;
+  Kokkos::parallel_reduce(
+      "kembed::check_batch_counts", Range<ExecutionSpace>(space, 0, v),
+      KOKKOS_LAMBDA(std::int64_t r, std::int64_t & lowest) {
+        if (low(r) < high(r) && r < lowest) lowest = r;
+      },
+      Kokkos::Min<std::int64_t>(first));
+  return first;
+}
+
+}  // namespace kembed::detail

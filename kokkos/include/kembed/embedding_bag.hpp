@@ -1,0 +1,318 @@
+#pragma once
+// kembed::EmbeddingBag: pooled lookups as torch.nn.EmbeddingBag (sum, mean, max,
+// per-sample weights), over an Embedding's table, settings and checks
+// (../docs/CONTRACT.md, "Bags"). The bag kernels are in detail/.
+#include <kembed/core/bags.hpp>
+#include <kembed/detail/bag_forward.hpp>
+#include <kembed/detail/bag_terms.hpp>
+#include <kembed/embedding.hpp>
+
+#include <vector>
+
+namespace kembed {
+
+template <class ExecutionSpace = Kokkos::DefaultExecutionSpace>
+class EmbeddingBag {
+ public:
+  using execution_space = ExecutionSpace;
+  using embedding_type = Embedding<ExecutionSpace>;
+  using memory_space = typename embedding_type::memory_space;
+  using matrix_type = typename embedding_type::matrix_type;
+  using ids32_type = typename embedding_type::ids32_type;
+  using ids64_type = typename embedding_type::ids64_type;
+  using const_matrix_type = typename embedding_type::const_matrix_type;
+  using counts_type = typename embedding_type::counts_type;
+  using batch_counts_type = typename embedding_type::batch_counts_type;
+  using offsets_type = Kokkos::View<std::int64_t const*, memory_space>;
+  using weights_type = Kokkos::View<float const*, memory_space>;
+
+  // torch.nn.EmbeddingBag(num_embeddings, embedding_dim, ..., _weight): the table is
+  // required and copied, as Embedding's.
+  EmbeddingBag(ExecutionSpace const& space, std::int64_t num_embeddings, std::int64_t embedding_dim,
+               FloatsRef const& weight, BagOptions const& options = {})
+      : config_(make_bag_config(num_embeddings, embedding_dim, options)),
+        table_(space, num_embeddings, embedding_dim, weight, options.embedding),
+        space_(space) {}
+  EmbeddingBag(std::int64_t num_embeddings, std::int64_t embedding_dim, FloatsRef const& weight,
+               BagOptions const& options = {})
+      : EmbeddingBag(ExecutionSpace(), num_embeddings, embedding_dim, weight, options) {}
+  // torch.nn.EmbeddingBag.from_pretrained: the shape comes from the table.
+  static EmbeddingBag from_pretrained(FloatsRef const& weight, BagOptions const& options = {}) {
+    if (weight.shape.rank() != 2)
+      throw InvalidArgument("weight", "weight has shape " + weight.shape.str() +
+                                          "; from_pretrained wants a 2-D (num_embeddings, embedding_dim) table");
+    return EmbeddingBag(weight.shape[0], weight.shape[1], weight, options);
+  }
+
+  BagConfig const& config() const noexcept { return config_; }
+  Pooling pooling() const noexcept { return config_.pooling; }
+  std::int64_t num_embeddings() const noexcept { return table_.num_embeddings(); }
+  std::int64_t embedding_dim() const noexcept { return table_.embedding_dim(); }
+  // The table and the settings a bag shares with an unpooled lookup.
+  embedding_type const& embedding() const noexcept { return table_; }
+
+  // ---- forward: y[b, :] = the bag's rows pooled ------------------------------
+  // Host arrays: 1-D ids with `offsets`, or 2-D (B, L) ids without; per_sample_weights
+  // (the ids' shape) with mode sum. Returns (B, d), row-major. With max_norm the
+  // referenced rows of the layer's table are renormalised first, as torch does.
+  std::vector<float> forward(IdsRef const& ids, IdsRef const* offsets = nullptr,
+                             FloatsRef const& per_sample_weights = {}) const {
+    auto const bags = make_bags(ids.shape(), offsets, config_.include_last_offset);
+    check_bag_weights(config_, ids.shape(), per_sample_weights);
+    auto const d = embedding_dim();
+    std::vector<float> y(std::size_t(checked_mul(bags.count(), d, "y")));
+    auto const views = upload(bags, per_sample_weights);
+    detail::with_ids_in<memory_space>(ids, [&](auto const& device_ids) {
+      auto const out = detail::uninitialized_matrix(space_, "kembed::bag_y", bags.count(), d);
+      forward_impl(space_, device_ids, views, out);
+      Kokkos::deep_copy(space_, host_matrix(y.data(), bags.count(), d), out);
+      space_.fence();
+    });
+    return y;
+  }
+  // Views in this space's memory: 1-D ids, offsets as torch's (B entries, or B + 1
+  // with include_last_offset), weights empty or T long, y (B, d).
+  void forward(ExecutionSpace const& space, ids32_type const& ids, offsets_type const& offsets, matrix_type const& y,
+               weights_type const& per_sample_weights = {}) const {
+    forward_impl(space, ids, views_of(ids.extent(0), offsets, per_sample_weights), y);
+  }
+  void forward(ExecutionSpace const& space, ids64_type const& ids, offsets_type const& offsets, matrix_type const& y,
+               weights_type const& per_sample_weights = {}) const {
+    forward_impl(space, ids, views_of(ids.extent(0), offsets, per_sample_weights), y);
+  }
+
+  // ---- backward: the table's dense (V, d) gradient ---------------------------
+  // dy is (B, d). Each row's terms are folded by the layer's plans and modes exactly
+  // as an Embedding folds dy (docs/CONTRACT.md, "Bags"); `carry` continues a gradient
+  // (microbatches of whole bags, in order, give the unsplit one). Counts are each
+  // row's positions, the padding row's included. Max reads the table (its argmax).
+  HostGradient backward(IdsRef const& ids, IdsRef const* offsets, FloatsRef const& dy,
+                        FloatsRef const& per_sample_weights = {}, FloatsRef const& carry = {},
+                        std::int64_t const* batch_counts = nullptr) const {
+    auto const bags = make_bags(ids.shape(), offsets, config_.include_last_offset);
+    check_bag_weights(config_, ids.shape(), per_sample_weights);
+    auto const v = num_embeddings(), d = embedding_dim();
+    check_bag_dy(dy.shape, bags.count(), d);
+    if (carry.data) check_table_shape("carry", carry.shape, v, d);
+    auto const views = upload(bags, per_sample_weights);
+    auto const dy_d = Kokkos::create_mirror_view_and_copy(
+        memory_space(), Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                            dy.data, bags.count(), d));
+    const_matrix_type carry_d;
+    if (carry.data)
+      carry_d = Kokkos::create_mirror_view_and_copy(
+          memory_space(), Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                              carry.data, v, d));
+    batch_counts_type batch_d;
+    if (batch_counts)
+      batch_d = Kokkos::create_mirror_view_and_copy(
+          memory_space(),
+          Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(batch_counts, v));
+    HostGradient out{Shape{v, d}, std::vector<float>(std::size_t(v * d)), std::vector<std::int64_t>(std::size_t(v))};
+    detail::with_ids_in<memory_space>(ids, [&](auto const& device_ids) {
+      auto const grad = detail::uninitialized_matrix(space_, "kembed::bag_gradient", v, d);
+      counts_type counts(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::counts"), v);
+      backward_impl(space_, device_ids, views, dy_d, grad, carry_d, counts, batch_d);
+      embedding_type::copy_to_host(space_, grad, counts, out);
+    });
+    return out;
+  }
+  // Views: 1-D ids, offsets as forward's, dy (B, d); `grad` may be `carry` itself to
+  // continue in place. Empty views mean none.
+  void backward(ExecutionSpace const& space, ids64_type const& ids, offsets_type const& offsets,
+                const_matrix_type const& dy, matrix_type const& grad, const_matrix_type const& carry = {},
+                counts_type const& counts = {}, weights_type const& per_sample_weights = {},
+                batch_counts_type const& batch_counts = {}) const {
+    backward_impl(space, ids, views_of(ids.extent(0), offsets, per_sample_weights), dy, grad, carry, counts,
+                  batch_counts);
+  }
+  void backward(ExecutionSpace const& space, ids32_type const& ids, offsets_type const& offsets,
+                const_matrix_type const& dy, matrix_type const& grad, const_matrix_type const& carry = {},
+                counts_type const& counts = {}, weights_type const& per_sample_weights = {},
+                batch_counts_type const& batch_counts = {}) const {
+    backward_impl(space, ids, views_of(ids.extent(0), offsets, per_sample_weights), dy, grad, carry, counts,
+                  batch_counts);
+  }
+
+  // ---- the gradient of per_sample_weights (mode sum) --------------------------
+  // T values: each position's table row dotted with its bag's dy, columns ascending,
+  // one fused multiply-add each; +0.0 at the padding row's positions (CONTRACT.md).
+  std::vector<float> per_sample_weights_backward(IdsRef const& ids, IdsRef const* offsets, FloatsRef const& dy) const {
+    auto const bags = make_bags(ids.shape(), offsets, config_.include_last_offset);
+    check_bag_dy(dy.shape, bags.count(), embedding_dim());
+    auto const views = upload(bags, FloatsRef{});
+    auto const dy_d = Kokkos::create_mirror_view_and_copy(
+        memory_space(), Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                            dy.data, bags.count(), embedding_dim()));
+    std::vector<float> out(std::size_t(bags.positions()));
+    detail::with_ids_in<memory_space>(ids, [&](auto const& device_ids) {
+      Kokkos::View<float*, memory_space> grad(
+          Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::weights_grad"), out.size());
+      weights_backward_impl(space_, device_ids, views, dy_d, grad);
+      Kokkos::deep_copy(space_,
+                        Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(out.data(), out.size()), grad);
+      space_.fence();
+    });
+    return out;
+  }
+  void per_sample_weights_backward(ExecutionSpace const& space, ids64_type const& ids, offsets_type const& offsets,
+                                   const_matrix_type const& dy, Kokkos::View<float*, memory_space> const& out) const {
+    weights_backward_impl(space, ids, views_of(ids.extent(0), offsets, {}), dy, out);
+  }
+
+ private:
+  using views_type = detail::BagViews<memory_space>;
+  using host_matrix_type = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+
+  static host_matrix_type host_matrix(float* data, std::int64_t rows, std::int64_t cols) {
+    return host_matrix_type(data, rows, cols);
+  }
+
+  // The checked bags and weights in this space's memory (the weights as the caller's
+  // own buffer where that is the host's: they are read during the call only).
+  views_type upload(Bags const& bags, FloatsRef const& weights) const {
+    views_type v;
+    v.padding = config_.embedding.padding_idx;
+    v.pooling = config_.pooling;
+    // A copy even on the host: the views outlive `bags`.
+    Kokkos::View<std::int64_t*, memory_space> bounds(
+        Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::bag_bounds"), bags.bounds.size());
+    Kokkos::deep_copy(bounds, Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                                  bags.bounds.data(), bags.bounds.size()));
+    v.bounds = bounds;
+    if (weights.data)
+      v.weights = Kokkos::create_mirror_view_and_copy(
+          memory_space(), Kokkos::View<float const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                              weights.data, std::size_t(bags.positions())));
+    return v;
+  }
+
+  // Offsets and weights given as views: checked on the host (B + T values at most).
+  views_type views_of(std::int64_t t, offsets_type const& offsets, weights_type const& weights) const {
+    auto const host_offsets = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), offsets);
+    IdsRef const ref(host_offsets.data(), Shape{std::int64_t(offsets.extent(0))});
+    auto const bags = make_bags(Shape{t}, &ref, config_.include_last_offset);
+    auto const host_weights = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), weights);
+    check_bag_weights(
+        config_, Shape{t},
+        weights.data() ? FloatsRef(host_weights.data(), Shape{std::int64_t(weights.extent(0))}) : FloatsRef{});
+    auto v = upload(bags, FloatsRef{});
+    v.weights = weights;
+    return v;
+  }
+
+  template <class IdView>
+  void forward_impl(ExecutionSpace const& space, IdView const& ids, views_type const& bags,
+                    matrix_type const& y) const {
+    if (std::int64_t(y.extent(0)) != bags.count() || std::int64_t(y.extent(1)) != embedding_dim())
+      throw InvalidArgument("y", "y has shape (" + std::to_string(y.extent(0)) + ", " + std::to_string(y.extent(1)) +
+                                     "), want (" + std::to_string(bags.count()) + ", " +
+                                     std::to_string(embedding_dim()) + ") (bags, embedding_dim)");
+    table_.renormalise(space, ids);
+    detail::ScopedRegion region("kembed::bag_forward");
+    detail::bag_forward(space, ids, bags, table_.weight(), y);  // checks the ids first
+  }
+
+  // Checks everything before anything is written, then folds the bag's terms
+  // (detail::BagTerms) through the layer's own plan dispatch.
+  template <class IdView>
+  void backward_impl(ExecutionSpace const& space, IdView const& ids, views_type const& bags,
+                     const_matrix_type const& dy, matrix_type const& grad, const_matrix_type const& carry,
+                     counts_type const& counts, batch_counts_type const& batch_counts) const {
+    auto const& cfg = config_.embedding;
+    auto const v = cfg.num_embeddings, d = cfg.embedding_dim;
+    std::int64_t const t = ids.extent(0);
+    embedding_type::check_matrix("dy", dy, bags.count(), d, "bags, embedding_dim");
+    embedding_type::check_matrix("grad", grad, v, d, "num_embeddings, embedding_dim");
+    bool const in_place = carry.data() != nullptr && carry.data() == grad.data();
+    if (carry.data()) embedding_type::check_matrix("carry", carry, v, d, "num_embeddings, embedding_dim");
+    if (counts.data() && std::int64_t(counts.extent(0)) != v)
+      throw InvalidArgument("counts", "counts has " + std::to_string(counts.extent(0)) + " entries, want " +
+                                          std::to_string(v) + " (num_embeddings)");
+    table_.check_batch_counts_view(batch_counts);
+    if (config_.pooling == Pooling::max) table_.require_table();
+    detail::check_ids(space, ids, v);
+    if (carry.data() && !in_place) detail::check_finite(space, carry, "carry", "row");
+    detail::check_finite(space, dy, "dy", "bag");  // B rows: checked first, so the fold need not report
+    detail::ScopedRegion region("kembed::bag_backward");
+    auto const terms = terms_of(space, ids, bags, dy, batch_counts);
+    if (cfg.scale_grad_by_freq == FreqScale::batch && t > 0) check_batch_covers(space, ids, batch_counts);
+    table_.fold_path(space, table_.path_for(space, t, in_place, terms.scale.data() != nullptr), ids, terms, carry, grad,
+                     counts, FreqScale::none, batch_counts_type{});
+  }
+
+  template <class IdView>
+  void weights_backward_impl(ExecutionSpace const& space, IdView const& ids, views_type const& bags,
+                             const_matrix_type const& dy, Kokkos::View<float*, memory_space> const& out) const {
+    if (config_.pooling != Pooling::sum)
+      throw InvalidArgument("per_sample_weights",
+                            "per_sample_weights have a gradient in mode 'sum' only; this "
+                            "layer's mode is '" +
+                                std::string(to_string(config_.pooling)) + "'");
+    embedding_type::check_matrix("dy", dy, bags.count(), embedding_dim(), "bags, embedding_dim");
+    if (std::int64_t(out.extent(0)) != std::int64_t(ids.extent(0)))
+      throw InvalidArgument("out", "out has " + std::to_string(out.extent(0)) + " entries, want " +
+                                       std::to_string(ids.extent(0)) + " (one per position)");
+    table_.require_table();
+    detail::check_ids(space, ids, num_embeddings());
+    detail::check_finite(space, dy, "dy", "bag");
+    detail::ScopedRegion region("kembed::bag_weights_backward");
+    auto const bag = detail::bag_of_positions(space, bags, ids.extent(0));
+    detail::bag_weights_grad(space, ids, bag, config_.embedding.padding_idx, table_.weight(), dy, out);
+  }
+
+  // The bag's terms: each position's bag, max's argmax, each position's factor.
+  template <class IdView>
+  detail::BagTerms<memory_space> terms_of(ExecutionSpace const& space, IdView const& ids, views_type const& bags,
+                                          const_matrix_type const& dy, batch_counts_type const& batch_counts) const {
+    auto const& cfg = config_.embedding;
+    std::int64_t const t = ids.extent(0), d = cfg.embedding_dim;
+    detail::BagTerms<memory_space> terms;
+    terms.dy = dy;
+    terms.positions = t;
+    terms.bag = detail::bag_of_positions(space, bags, t);
+    if (config_.pooling == Pooling::max) {
+      Kokkos::View<std::int64_t**, Kokkos::LayoutRight, memory_space> won(
+          Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kembed::bag_argmax"), bags.count(), d);
+      auto const scratch = detail::uninitialized_matrix(space, "kembed::bag_max", bags.count(), d);
+      detail::bag_forward(space, ids, bags, table_.weight(), scratch, won);
+      Kokkos::View<float*, memory_space> zeros(Kokkos::view_alloc(space, "kembed::negative_zero"), d);
+      Kokkos::deep_copy(space, zeros, -0.0f);
+      terms.won = won;
+      terms.negative_zero = zeros;
+    }
+    bool const freq = cfg.scales();
+    if (freq || config_.pooling == Pooling::mean || bags.weights.extent(0) > 0) {
+      counts_type call_counts;
+      if (cfg.scale_grad_by_freq == FreqScale::call) {
+        call_counts = counts_type(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kembed::call_counts"),
+                                  cfg.num_embeddings);
+        table_.counts_impl(space, ids, call_counts);
+      }
+      batch_counts_type const n =
+          cfg.scale_grad_by_freq == FreqScale::batch ? batch_counts : batch_counts_type(call_counts);
+      terms.scale = detail::bag_term_scales(space, ids, bags, n);
+    }
+    return terms;
+  }
+
+  // scale_grad_by_freq=batch: no row's batch count below its count in this call.
+  template <class IdView>
+  void check_batch_covers(ExecutionSpace const& space, IdView const& ids, batch_counts_type const& batch) const {
+    counts_type here(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kembed::call_counts"),
+                     config_.embedding.num_embeddings);
+    table_.counts_impl(space, ids, here);
+    std::int64_t const v = config_.embedding.num_embeddings;
+    std::int64_t const first = detail::first_row_below(space, batch, here);
+    if (first < v)
+      throw InvalidArgument("batch_counts", "batch_counts gives row " + std::to_string(first) +
+                                                " fewer positions than this call holds; batch counts are the whole "
+                                                "batch's");
+  }
+
+  BagConfig config_;
+  embedding_type table_;
+  ExecutionSpace space_;
+};
+
+}  // namespace kembed

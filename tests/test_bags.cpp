@@ -1,0 +1,314 @@
+// EmbeddingBag on this binary's backend (at each thread count the suite runs at):
+// every pooling, weights, padding, empty bags and max_norm against the contract's
+// oracle (core/bag_reference), by memcmp; and the refusals, with nothing written.
+#include "support/test_support.hpp"
+
+#include <kembed/core/bag_reference.hpp>
+#include <kembed/core/reference.hpp>
+#include <kembed/embedding_bag.hpp>
+
+#include <cmath>
+#include <random>
+
+namespace kembed {
+namespace {
+
+using Space = TEST_EXECSPACE;
+using Layer = EmbeddingBag<Space>;
+
+bool same_bits(std::vector<float> const& a, std::vector<float> const& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// A bag call: Zipf-like ids over V rows, B bags of random lengths (some empty).
+struct Call {
+  std::vector<std::int64_t> ids, offsets;
+  std::vector<float> weights;
+};
+Call random_call(std::int64_t v, std::int64_t bags, std::int64_t longest, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Call c;
+  for (std::int64_t b = 0; b < bags; ++b) {
+    c.offsets.push_back(std::int64_t(c.ids.size()));
+    auto const n = std::int64_t(rng() % std::uint64_t(longest + 1)) * (rng() % 5 != 0);
+    for (std::int64_t i = 0; i < n; ++i) {
+      auto const u = double(rng() >> 11) / double(1ull << 53);
+      c.ids.push_back(std::min<std::int64_t>(v - 1, std::int64_t(std::pow(1.0 - u, -3.0)) - 1));
+    }
+  }
+  for (std::size_t p = 0; p < c.ids.size(); ++p) c.weights.push_back(float(std::int64_t(rng() % 2001) - 1000) / 256.0f);
+  return c;
+}
+
+struct Sizes {
+  std::int64_t v, d, bags, longest;
+};
+
+TEST(EmbeddingBag, ForwardIsTheOracleForEveryPooling) {
+  for (auto s : {Sizes{40, 8, 30, 12}, Sizes{1000, 33, 200, 40}, Sizes{7, 1, 50, 3}, Sizes{300, 130, 20, 90}})
+    for (auto pooling : {Pooling::sum, Pooling::mean, Pooling::max})
+      for (bool weighted : {false, true})
+        for (std::optional<std::int64_t> pad : {std::optional<std::int64_t>{}, std::optional<std::int64_t>{0}}) {
+          if (weighted && pooling != Pooling::sum) continue;
+          SCOPED_TRACE(std::to_string(s.v) + " x " + std::to_string(s.d) + " " + std::string(to_string(pooling)) +
+                       (weighted ? " weighted" : "") + (pad ? " padding 0" : ""));
+          auto const table = test::table_for(s.v, s.d);
+          auto const call = random_call(s.v, s.bags, s.longest, std::uint64_t(s.v * 7 + s.d));
+          BagOptions o;
+          o.pooling = pooling;
+          o.embedding.padding_idx = pad;
+          Layer const layer(s.v, s.d, FloatsRef(table.data(), Shape{s.v, s.d}), o);
+          IdsRef const ids(call.ids), offsets(call.offsets);
+          auto const t = std::int64_t(call.ids.size());
+          FloatsRef const w = weighted ? FloatsRef(call.weights.data(), Shape{t}) : FloatsRef{};
+          reference::BagCall const ref{ids, make_bags(Shape{t}, &offsets, false),
+                                       weighted ? call.weights.data() : nullptr};
+          EXPECT_TRUE(
+              same_bits(layer.forward(ids, &offsets, w), reference::bag_forward(table.data(), layer.config(), ref)));
+        }
+}
+
+// +0.0 and -0.0 compare equal: the first position's zero is the maximum, and the
+// sum's +0.0 start turns -0.0 + -0.0 into +0.0.
+TEST(EmbeddingBag, SignedZerosTieAndSumAsTheContractSays) {
+  std::vector<float> const table{+0.0f, -0.0f, -0.0f, +0.0f, -1.0f, -1.0f};  // rows (+0, -0), (-0, +0), (-1, -1)
+  std::vector<std::int64_t> const ids{0, 1, 1, 0, 2, 1, 1}, offsets{0, 2, 4, 5};
+  IdsRef const i(ids), o(offsets);
+  for (auto pooling : {Pooling::sum, Pooling::mean, Pooling::max}) {
+    BagOptions opt;
+    opt.pooling = pooling;
+    Layer const layer(3, 2, FloatsRef(table.data(), Shape{3, 2}), opt);
+    reference::BagCall const ref{i, make_bags(Shape{7}, &o, false)};
+    auto const y = layer.forward(i, &o);
+    EXPECT_TRUE(same_bits(y, reference::bag_forward(table.data(), layer.config(), ref))) << to_string(pooling);
+    if (pooling == Pooling::max) EXPECT_TRUE(same_bits(y, {+0.0f, -0.0f, -0.0f, +0.0f, -1.0f, -1.0f, -0.0f, +0.0f}));
+  }
+}
+
+TEST(EmbeddingBag, TwoDimensionalIdsAndTheLastOffset) {
+  auto const table = test::table_for(50, 6);
+  std::vector<std::int64_t> ids(12 * 5);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = std::int64_t((i * i + 7) % 50);
+  BagOptions o;
+  o.pooling = Pooling::mean;
+  Layer const layer(50, 6, FloatsRef(table.data(), Shape{50, 6}), o);
+  auto const grid = layer.forward(IdsRef(ids.data(), Shape{12, 5}));
+  std::vector<std::int64_t> offsets;
+  for (std::int64_t b = 0; b < 12; ++b) offsets.push_back(b * 5);
+  IdsRef const flat(ids), starts(offsets);
+  EXPECT_TRUE(same_bits(grid, layer.forward(flat, &starts)));
+  o.include_last_offset = true;
+  Layer const csr(50, 6, FloatsRef(table.data(), Shape{50, 6}), o);
+  offsets.push_back(60);
+  IdsRef const ends(offsets);
+  EXPECT_TRUE(same_bits(grid, csr.forward(flat, &ends)));
+}
+
+TEST(EmbeddingBag, ViewsGiveTheHostArraysBits) {
+  auto const table = test::table_for(200, 20);
+  auto const call = random_call(200, 64, 30, 11);
+  BagOptions o;
+  o.pooling = Pooling::sum;
+  Layer const layer(200, 20, FloatsRef(table.data(), Shape{200, 20}), o);
+  IdsRef const ids(call.ids), offsets(call.offsets);
+  auto const t = std::int64_t(call.ids.size());
+  auto const want = layer.forward(ids, &offsets, FloatsRef(call.weights.data(), Shape{t}));
+  using M = typename Layer::memory_space;
+  auto const up = [](auto const& v) {
+    using T = typename std::decay_t<decltype(v)>::value_type;
+    return Kokkos::create_mirror_view_and_copy(
+        M(), Kokkos::View<T const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(v.data(), v.size()));
+  };
+  typename Layer::matrix_type y("y", 64, 20);
+  Space space;
+  layer.forward(space, typename Layer::ids64_type(up(call.ids)), up(call.offsets), y, up(call.weights));
+  std::vector<float> got(64 * 20);
+  Kokkos::deep_copy(
+      Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(got.data(), 64, 20), y);
+  EXPECT_TRUE(same_bits(got, want));
+}
+
+TEST(EmbeddingBag, MaxNormRenormalisesTheTableFirstAsEmbeddingDoes) {
+  auto table = test::table_for(60, 9);
+  for (auto& x : table) x *= 4.0f;
+  auto const call = random_call(60, 40, 10, 5);
+  BagOptions o;
+  o.pooling = Pooling::sum;
+  o.embedding.max_norm = 1.5;
+  Layer const layer(60, 9, FloatsRef(table.data(), Shape{60, 9}), o);
+  IdsRef const ids(call.ids), offsets(call.offsets);
+  auto const y = layer.forward(ids, &offsets);
+  reference::renorm(table.data(), layer.config().embedding, ids);
+  EXPECT_TRUE(same_bits(layer.embedding().weight_host(), table));
+  reference::BagCall const ref{ids, make_bags(Shape{std::int64_t(call.ids.size())}, &offsets, false)};
+  EXPECT_TRUE(same_bits(y, reference::bag_forward(table.data(), layer.config(), ref)));
+}
+
+std::vector<float> dy_for(std::int64_t bags, std::int64_t d, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<float> dy(std::size_t(bags * d));
+  for (auto& x : dy) x = std::ldexp(float(std::int64_t(rng() % 4001) - 2000), -int(rng() % 12));
+  return dy;
+}
+
+// Every pooling, with and without weights and a padding row, in every mode and plan,
+// each scale_grad_by_freq, from a carry: the oracle's bits. Mode fast runs identical
+// where terms have factors (as with scale_grad_by_freq), so it is checked there, and
+// on one thread everywhere.
+TEST(EmbeddingBag, BackwardIsTheOracleForEveryPoolingPlanAndMode) {
+  for (auto s : {Sizes{40, 8, 30, 12}, Sizes{500, 33, 120, 40}})
+    for (auto pooling : {Pooling::sum, Pooling::mean, Pooling::max})
+      for (bool weighted : {false, true})
+        for (auto freq : {FreqScale::none, FreqScale::call, FreqScale::batch})
+          for (auto mode : {Mode::identical, Mode::deterministic, Mode::fast})
+            for (auto plan : {Plan::scan, Plan::sort, Plan::bucket, Plan::automatic}) {
+              if ((weighted && pooling != Pooling::sum) || (freq != FreqScale::none && pooling == Pooling::max))
+                continue;
+              if (mode != Mode::identical && plan != Plan::automatic) continue;  // no plans to choose from
+              // Mode fast is identical's bits on one thread (and atomic order on more).
+              if (mode == Mode::fast && Space().concurrency() > 1 && freq == FreqScale::none && !weighted &&
+                  pooling != Pooling::mean)
+                continue;
+              auto const table = test::table_for(s.v, s.d);
+              auto const call = random_call(s.v, s.bags, s.longest, std::uint64_t(s.v + s.d));
+              auto const t = std::int64_t(call.ids.size());
+              auto const dy = dy_for(s.bags, s.d, 3), carry = dy_for(s.v, s.d, 4);
+              BagOptions o;
+              o.pooling = pooling;
+              o.embedding.padding_idx = 1;
+              o.embedding.mode = mode;
+              o.embedding.plan = plan;
+              o.embedding.scale_grad_by_freq = freq;
+              Layer const layer(s.v, s.d, FloatsRef(table.data(), Shape{s.v, s.d}), o);
+              IdsRef const ids(call.ids), offsets(call.offsets);
+              auto batch = reference::counts(s.v, ids);
+              for (auto& n : batch) n += 2;
+              auto const* counts = freq == FreqScale::batch ? batch.data() : nullptr;
+              FloatsRef const w = weighted ? FloatsRef(call.weights.data(), Shape{t}) : FloatsRef{};
+              SCOPED_TRACE(std::to_string(s.v) + " " + std::string(to_string(pooling)) +
+                           (weighted ? " weighted " : " ") + std::string(to_string(freq)) + " " +
+                           std::string(to_string(mode)) + " " + std::string(to_string(plan)));
+              auto const got = layer.backward(ids, &offsets, FloatsRef(dy.data(), Shape{s.bags, s.d}), w,
+                                              FloatsRef(carry.data(), Shape{s.v, s.d}), counts);
+              reference::BagCall const ref{ids, make_bags(Shape{t}, &offsets, false),
+                                           weighted ? call.weights.data() : nullptr};
+              auto const f = mode == Mode::deterministic ? reference::bag_backward_deterministic
+                                                         : reference::bag_backward_identical;
+              EXPECT_TRUE(same_bits(got.values, f(table.data(), layer.config(), ref, dy.data(), carry.data(), counts)));
+              EXPECT_EQ(got.counts, reference::counts(s.v, ids));
+            }
+}
+
+// Whole bags in three calls, each continuing the gradient in place (views): the
+// unsplit gradient's bits, in mode identical with batch counts, every pooling.
+TEST(EmbeddingBag, WholeBagMicrobatchesInPlaceGiveTheUnsplitGradient) {
+  std::int64_t const v = 300, d = 17, bags = 90;
+  auto const table = test::table_for(v, d);
+  auto const call = random_call(v, bags, 20, 9);
+  auto const dy = dy_for(bags, d, 5);
+  using M = typename Layer::memory_space;
+  for (auto pooling : {Pooling::sum, Pooling::mean, Pooling::max}) {
+    BagOptions o;
+    o.pooling = pooling;
+    if (pooling != Pooling::max) o.embedding.scale_grad_by_freq = FreqScale::batch;
+    Layer const layer(v, d, FloatsRef(table.data(), Shape{v, d}), o);
+    IdsRef const all(call.ids), all_offsets(call.offsets);
+    auto const batch = reference::counts(v, all);
+    auto const* counts = pooling != Pooling::max ? batch.data() : nullptr;
+    auto const whole = layer.backward(all, &all_offsets, FloatsRef(dy.data(), Shape{bags, d}), {}, {}, counts);
+    typename Layer::matrix_type grad("grad", v, d);
+    typename Layer::batch_counts_type batch_d;
+    if (counts)
+      batch_d = Kokkos::create_mirror_view_and_copy(
+          M(), Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(batch.data(), v));
+    Space space;
+    std::vector<std::pair<std::int64_t, std::int64_t>> const calls{{0, 25}, {25, 26}, {26, bags}};
+    for (auto const& [b0, b1] : calls) {
+      auto const p0 = call.offsets[std::size_t(b0)];
+      auto const p1 = b1 < bags ? call.offsets[std::size_t(b1)] : std::int64_t(call.ids.size());
+      std::vector<std::int64_t> ids(call.ids.begin() + p0, call.ids.begin() + p1), offsets;
+      for (auto b = b0; b < b1; ++b) offsets.push_back(call.offsets[std::size_t(b)] - p0);
+      auto const ids_d = Kokkos::create_mirror_view_and_copy(
+          M(), Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(ids.data(), ids.size()));
+      auto const offsets_d = Kokkos::create_mirror_view_and_copy(
+          M(), Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(offsets.data(),
+                                                                                             offsets.size()));
+      auto const dy_d = Kokkos::create_mirror_view_and_copy(
+          M(), Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                   dy.data() + b0 * d, b1 - b0, d));
+      layer.backward(space, typename Layer::ids64_type(ids_d), offsets_d, dy_d, grad, grad, {}, {}, batch_d);
+    }
+    std::vector<float> got(std::size_t(v * d));
+    Kokkos::deep_copy(
+        Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(got.data(), v, d), grad);
+    EXPECT_TRUE(same_bits(got, whole.values)) << to_string(pooling);
+  }
+}
+
+TEST(EmbeddingBag, PerSampleWeightsGradientIsTheOracles) {
+  auto const table = test::table_for(120, 19);
+  auto const call = random_call(120, 50, 25, 21);
+  auto const dy = dy_for(50, 19, 8);
+  BagOptions o;
+  o.pooling = Pooling::sum;
+  o.embedding.padding_idx = 0;
+  Layer const layer(120, 19, FloatsRef(table.data(), Shape{120, 19}), o);
+  IdsRef const ids(call.ids), offsets(call.offsets);
+  reference::BagCall const ref{ids, make_bags(Shape{std::int64_t(call.ids.size())}, &offsets, false),
+                               call.weights.data()};
+  EXPECT_TRUE(same_bits(layer.per_sample_weights_backward(ids, &offsets, FloatsRef(dy.data(), Shape{50, 19})),
+                        reference::bag_weights_grad(table.data(), layer.config(), ref, dy.data())));
+  o.pooling = Pooling::mean;
+  Layer const mean(120, 19, FloatsRef(table.data(), Shape{120, 19}), o);
+  try {
+    mean.per_sample_weights_backward(ids, &offsets, FloatsRef(dy.data(), Shape{50, 19}));
+    ADD_FAILURE() << "mode mean has no weights to differentiate";
+  } catch (InvalidArgument const& e) {
+    EXPECT_EQ(e.argument(), "per_sample_weights");
+  }
+}
+
+TEST(EmbeddingBag, RefusalsNameTheArgumentAndWriteNothing) {
+  auto const table = test::table_for(10, 4);
+  BagOptions o;
+  o.pooling = Pooling::mean;
+  Layer const layer(10, 4, FloatsRef(table.data(), Shape{10, 4}), o);
+  std::vector<std::int64_t> ids{1, 2, 10, 3}, offsets{0, 2};
+  std::vector<float> w{1, 1, 1, 1};
+  using M = typename Layer::memory_space;
+  typename Layer::matrix_type y("y", 2, 4);
+  Kokkos::deep_copy(y, 7.0f);
+  auto const dev = [](auto& v) {
+    using T = typename std::decay_t<decltype(v)>::value_type;
+    return Kokkos::create_mirror_view_and_copy(
+        M(), Kokkos::View<T*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(v.data(), v.size()));
+  };
+  auto const named = [&](char const* argument, auto&& f) {
+    try {
+      f();
+      ADD_FAILURE() << "nothing refused, want " << argument;
+    } catch (Error const& e) {
+      EXPECT_EQ(e.argument(), argument) << e.what();
+    }
+    auto const h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
+    for (std::size_t i = 0; i < h.size(); ++i) ASSERT_EQ(h.data()[i], 7.0f) << argument << ": y was written";
+  };
+  Space space;
+  auto const ids_d = typename Layer::ids64_type(dev(ids));
+  named("ids", [&] { layer.forward(space, ids_d, dev(offsets), y); });
+  ids[2] = 4;
+  auto const good = typename Layer::ids64_type(dev(ids));
+  std::vector<std::int64_t> bad_offsets{0, 5};
+  named("offsets", [&] { layer.forward(space, good, dev(bad_offsets), y); });
+  named("per_sample_weights", [&] { layer.forward(space, good, dev(offsets), y, dev(w)); });
+  typename Layer::matrix_type wrong("wrong", 3, 4);
+  try {
+    layer.forward(space, good, dev(offsets), wrong);
+    ADD_FAILURE() << "a y of the wrong shape was taken";
+  } catch (Error const& e) {
+    EXPECT_EQ(e.argument(), "y");
+  }
+}
+
+}  // namespace
+}  // namespace kembed
