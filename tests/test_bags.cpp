@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 
 namespace kembed {
 namespace {
@@ -93,6 +94,8 @@ TEST(EmbeddingBag, TwoDimensionalIdsAndTheLastOffset) {
   o.pooling = Pooling::mean;
   Layer const layer(50, 6, FloatsRef(table.data(), Shape{50, 6}), o);
   auto const grid = layer.forward(IdsRef(ids.data(), Shape{12, 5}));
+  std::vector<std::int32_t> const narrow(ids.begin(), ids.end());  // int32 ids: widened, the same bits
+  EXPECT_TRUE(same_bits(grid, layer.forward(IdsRef(narrow.data(), Shape{12, 5}))));
   std::vector<std::int64_t> offsets;
   for (std::int64_t b = 0; b < 12; ++b) offsets.push_back(b * 5);
   IdsRef const flat(ids), starts(offsets);
@@ -266,6 +269,50 @@ TEST(EmbeddingBag, PerSampleWeightsGradientIsTheOracles) {
   } catch (InvalidArgument const& e) {
     EXPECT_EQ(e.argument(), "per_sample_weights");
   }
+}
+
+// EmbeddingBag's own kernels and regions, seen through Kokkos Tools: the pooled
+// forward, the terms the backward folds (each position's bag, each term's factor, and
+// the weights' gradient). Here, not in test_labels.cpp: a device binary holds each
+// translation unit's kernels apart, and the bag's would be there twice.
+std::set<std::string> bag_kernels, bag_regions;
+void on_bag_kernel(char const* name, std::uint32_t, std::uint64_t*) {
+  bag_kernels.insert(name);
+}
+void on_bag_region(char const* name) {
+  bag_regions.insert(name);
+}
+
+TEST(EmbeddingBag, KernelsAndRegionsAreNamedKembed) {
+  std::int64_t const v = 50, d = 3;
+  auto const table = test::table_for(v, d);
+  std::vector<std::int64_t> const ids{1, 4, 4, 9, 0, 2}, offsets{0, 2, 2, 5};
+  std::vector<float> const dy(4 * d, 0.5f), w(ids.size(), 2.0f);
+  IdsRef const i(ids), o(offsets);
+  Kokkos::Tools::Experimental::set_begin_parallel_for_callback(on_bag_kernel);
+  Kokkos::Tools::Experimental::set_begin_parallel_reduce_callback(on_bag_kernel);
+  Kokkos::Tools::Experimental::set_begin_parallel_scan_callback(on_bag_kernel);
+  Kokkos::Tools::Experimental::set_push_region_callback(on_bag_region);
+  for (auto pooling : {Pooling::sum, Pooling::mean, Pooling::max}) {
+    BagOptions opt;
+    opt.pooling = pooling;
+    if (pooling == Pooling::mean) opt.embedding.scale_grad_by_freq = FreqScale::call;
+    Layer const bags(v, d, FloatsRef(table.data(), Shape{v, d}), opt);
+    FloatsRef const weights = pooling == Pooling::sum ? FloatsRef(w.data(), Shape{6}) : FloatsRef{};
+    bags.forward(i, &o, weights);
+    bags.backward(i, &o, FloatsRef(dy.data(), Shape{4, d}), weights);
+    if (pooling == Pooling::sum) bags.per_sample_weights_backward(i, &o, FloatsRef(dy.data(), Shape{4, d}));
+  }
+  Kokkos::Tools::Experimental::set_begin_parallel_for_callback(nullptr);
+  Kokkos::Tools::Experimental::set_begin_parallel_reduce_callback(nullptr);
+  Kokkos::Tools::Experimental::set_begin_parallel_scan_callback(nullptr);
+  Kokkos::Tools::Experimental::set_push_region_callback(nullptr);
+  for (auto const& name : bag_kernels)
+    if (name.rfind("Kokkos::", 0) != 0) EXPECT_EQ(name.rfind("kembed::", 0), 0u) << "unlabelled kernel: " << name;
+  for (char const* want : {"kembed::bag_forward", "kembed::bag_of", "kembed::bag_scales", "kembed::bag_weights_grad"})
+    EXPECT_EQ(bag_kernels.count(want), 1u) << "kernel never seen: " << want;
+  for (char const* want : {"kembed::bag_forward", "kembed::bag_backward", "kembed::bag_weights_backward"})
+    EXPECT_EQ(bag_regions.count(want), 1u) << "region never seen: " << want;
 }
 
 TEST(EmbeddingBag, RefusalsNameTheArgumentAndWriteNothing) {

@@ -4,7 +4,6 @@
 
 #include <kembed/core/synthetic.hpp>
 #include <kembed/embedding.hpp>
-#include <kembed/embedding_bag.hpp>
 
 #include <set>
 
@@ -121,32 +120,6 @@ TEST_F(Labels, KernelsAndRegionsAreNamedKembed) {
                            "kembed::backward_sparse[deterministic]",
                            "kembed::backward[identical,sort,scale_grad_by_freq]",
                            "kembed::backward[deterministic,sort,scale_grad_by_freq]"})
-    EXPECT_EQ(regions().count(want), 1u) << "region never seen: " << want;
-}
-
-// EmbeddingBag's own kernels and regions: the pooled forward, the terms the backward
-// folds (each position's bag, max's argmax, each term's factor), the weights' gradient.
-TEST_F(Labels, BagKernelsAndRegionsAreNamedKembed) {
-  std::int64_t const v = 50, d = 3;
-  auto const table = test::table_for(v, d);
-  std::vector<std::int64_t> const ids{1, 4, 4, 9, 0, 2}, offsets{0, 2, 2, 5};
-  std::vector<float> const dy(4 * d, 0.5f), w(ids.size(), 2.0f);
-  IdsRef const i(ids), o(offsets);
-  for (auto pooling : {Pooling::sum, Pooling::mean, Pooling::max}) {
-    BagOptions opt;
-    opt.pooling = pooling;
-    if (pooling == Pooling::mean) opt.embedding.scale_grad_by_freq = FreqScale::call;
-    EmbeddingBag<TEST_EXECSPACE> const bags(v, d, FloatsRef(table.data(), Shape{v, d}), opt);
-    FloatsRef const weights = pooling == Pooling::sum ? FloatsRef(w.data(), Shape{6}) : FloatsRef{};
-    bags.forward(i, &o, weights);
-    bags.backward(i, &o, FloatsRef(dy.data(), Shape{4, d}), weights);
-    if (pooling == Pooling::sum) bags.per_sample_weights_backward(i, &o, FloatsRef(dy.data(), Shape{4, d}));
-  }
-  for (auto const& name : kernels())
-    if (name.rfind("Kokkos::", 0) != 0) EXPECT_EQ(name.rfind("kembed::", 0), 0u) << "unlabelled kernel: " << name;
-  for (char const* want : {"kembed::bag_forward", "kembed::bag_of", "kembed::bag_scales", "kembed::bag_weights_grad"})
-    EXPECT_EQ(kernels().count(want), 1u) << "kernel never seen: " << want;
-  for (char const* want : {"kembed::bag_forward", "kembed::bag_backward", "kembed::bag_weights_backward"})
     EXPECT_EQ(regions().count(want), 1u) << "region never seen: " << want;
 }
 

@@ -62,7 +62,7 @@ class EmbeddingBag {
     auto const d = embedding_dim();
     std::vector<float> y(std::size_t(checked_mul(bags.count(), d, "y")));
     auto const views = upload(bags, per_sample_weights);
-    detail::with_ids_in<memory_space>(ids, [&](auto const& device_ids) {
+    with_ids64(ids, [&](ids64_type const& device_ids) {
       auto const out = detail::uninitialized_matrix(space_, "kembed::bag_y", bags.count(), d);
       forward_impl(space_, device_ids, views, out);
       Kokkos::deep_copy(space_, host_matrix(y.data(), bags.count(), d), out);
@@ -109,7 +109,7 @@ class EmbeddingBag {
           memory_space(),
           Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(batch_counts, v));
     HostGradient out{Shape{v, d}, std::vector<float>(std::size_t(v * d)), std::vector<std::int64_t>(std::size_t(v))};
-    detail::with_ids_in<memory_space>(ids, [&](auto const& device_ids) {
+    with_ids64(ids, [&](ids64_type const& device_ids) {
       auto const grad = detail::uninitialized_matrix(space_, "kembed::bag_gradient", v, d);
       counts_type counts(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::counts"), v);
       backward_impl(space_, device_ids, views, dy_d, grad, carry_d, counts, batch_d);
@@ -145,7 +145,7 @@ class EmbeddingBag {
         memory_space(), Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
                             dy.data, bags.count(), embedding_dim()));
     std::vector<float> out(std::size_t(bags.positions()));
-    detail::with_ids_in<memory_space>(ids, [&](auto const& device_ids) {
+    with_ids64(ids, [&](ids64_type const& device_ids) {
       Kokkos::View<float*, memory_space> grad(
           Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::weights_grad"), out.size());
       weights_backward_impl(space_, device_ids, views, dy_d, grad);
@@ -166,6 +166,25 @@ class EmbeddingBag {
 
   static host_matrix_type host_matrix(float* data, std::int64_t rows, std::int64_t cols) {
     return host_matrix_type(data, rows, cols);
+  }
+
+  // The caller's ids as an int64 view in this space's memory, int32 ids widened on the
+  // host: each bag path is compiled once, not per id type (the device test binary, and
+  // the GPU bundle that carries it, stay under their size).
+  template <class F>
+  void with_ids64(IdsRef const& ids, F&& f) const {
+    auto const t = ids.size();
+    if (ids.data() == nullptr) throw InvalidArgument("ids", "ids has no data (a null pointer)");
+    std::vector<std::int64_t> wide;
+    auto const* data = static_cast<std::int64_t const*>(ids.data());
+    if (ids.type() == IdType::int32) {
+      wide.resize(std::size_t(t));
+      for (std::int64_t p = 0; p < t; ++p) wide[std::size_t(p)] = ids.at(p);
+      data = wide.data();
+    }
+    ids64_type const device = Kokkos::create_mirror_view_and_copy(
+        memory_space(), Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(data, t));
+    f(device);
   }
 
   // The checked bags and weights in this space's memory (the weights as the caller's
