@@ -7,7 +7,9 @@
 #include <kembed/core/reference.hpp>
 #include <kembed/embedding_bag.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <set>
 
@@ -46,7 +48,8 @@ struct Sizes {
 };
 
 TEST(EmbeddingBag, ForwardIsTheOracleForEveryPooling) {
-  for (auto s : {Sizes{40, 8, 30, 12}, Sizes{1000, 33, 200, 40}, Sizes{7, 1, 50, 3}, Sizes{300, 130, 20, 90}})
+  for (auto s : {Sizes{40, 8, 30, 12}, Sizes{1000, 33, 200, 40}, Sizes{7, 1, 50, 3}, Sizes{300, 130, 20, 90},
+                 Sizes{30, 5, 10, 0}})
     for (auto pooling : {Pooling::sum, Pooling::mean, Pooling::max})
       for (bool weighted : {false, true})
         for (std::optional<std::int64_t> pad : {std::optional<std::int64_t>{}, std::optional<std::int64_t>{0}}) {
@@ -159,7 +162,7 @@ std::vector<float> dy_for(std::int64_t bags, std::int64_t d, std::uint64_t seed)
 // where terms have factors (as with scale_grad_by_freq), so it is checked there, and
 // on one thread everywhere.
 TEST(EmbeddingBag, BackwardIsTheOracleForEveryPoolingPlanAndMode) {
-  for (auto s : {Sizes{40, 8, 30, 12}, Sizes{500, 33, 120, 40}})
+  for (auto s : {Sizes{40, 8, 30, 12}, Sizes{500, 33, 120, 40}, Sizes{30, 5, 10, 0}})
     for (auto pooling : {Pooling::sum, Pooling::mean, Pooling::max})
       for (bool weighted : {false, true})
         for (auto freq : {FreqScale::none, FreqScale::call, FreqScale::batch})
@@ -202,50 +205,163 @@ TEST(EmbeddingBag, BackwardIsTheOracleForEveryPoolingPlanAndMode) {
             }
 }
 
-// Whole bags in three calls, each continuing the gradient in place (views): the
-// unsplit gradient's bits, in mode identical with batch counts, every pooling.
-TEST(EmbeddingBag, WholeBagMicrobatchesInPlaceGiveTheUnsplitGradient) {
+// A sparse carry listing every third row.
+SparseGradient sparse_carry_for(std::int64_t v, std::int64_t d, std::uint64_t seed) {
+  auto const values = dy_for(v, d, seed);
+  SparseGradient g;
+  g.num_embeddings = v, g.embedding_dim = d;
+  for (std::int64_t r = 0; r < v; r += 3) {
+    g.rows.push_back(r);
+    g.counts.push_back(1);
+    g.values.insert(g.values.end(), values.begin() + r * d, values.begin() + (r + 1) * d);
+  }
+  return g;
+}
+
+// The row-sparse gradient lists the ids' rows and the carry's, each the dense
+// oracle's row with to_dense(carry) as its carry; counts are this call's. Mode fast
+// folds as identical here. The last size has only empty bags (no positions).
+TEST(EmbeddingBag, SparseListsTheOraclesRowsForEveryPoolingAndMode) {
+  for (auto s : {Sizes{40, 8, 30, 12}, Sizes{500, 33, 120, 40}, Sizes{30, 5, 10, 0}})
+    for (auto pooling : {Pooling::sum, Pooling::mean, Pooling::max})
+      for (bool weighted : {false, true})
+        for (auto freq : {FreqScale::none, FreqScale::call, FreqScale::batch})
+          for (auto mode : {Mode::identical, Mode::deterministic, Mode::fast}) {
+            if ((weighted && pooling != Pooling::sum) || (freq != FreqScale::none && pooling == Pooling::max)) continue;
+            auto const table = test::table_for(s.v, s.d);
+            auto const call = random_call(s.v, s.bags, s.longest, std::uint64_t(s.v + s.d));
+            auto const t = std::int64_t(call.ids.size());
+            auto const dy = dy_for(s.bags, s.d, 3);
+            auto const carry = sparse_carry_for(s.v, s.d, 4);
+            BagOptions o;
+            o.pooling = pooling;
+            o.embedding.padding_idx = 1;
+            o.embedding.mode = mode;
+            o.embedding.scale_grad_by_freq = freq;
+            Layer const layer(s.v, s.d, FloatsRef(table.data(), Shape{s.v, s.d}), o);
+            IdsRef const ids(call.ids), offsets(call.offsets);
+            auto batch = reference::counts(s.v, ids);
+            for (auto& n : batch) n += 1;
+            auto const* counts = freq == FreqScale::batch ? batch.data() : nullptr;
+            FloatsRef const w = weighted ? FloatsRef(call.weights.data(), Shape{t}) : FloatsRef{};
+            SCOPED_TRACE(std::to_string(s.v) + " " + std::string(to_string(pooling)) + (weighted ? " weighted " : " ") +
+                         std::string(to_string(freq)) + " " + std::string(to_string(mode)));
+            auto const got =
+                layer.backward_sparse(ids, &offsets, FloatsRef(dy.data(), Shape{s.bags, s.d}), w, &carry, counts);
+            reference::BagCall const ref{ids, make_bags(Shape{t}, &offsets, false),
+                                         weighted ? call.weights.data() : nullptr};
+            auto const f =
+                mode == Mode::deterministic ? reference::bag_backward_deterministic : reference::bag_backward_identical;
+            EXPECT_TRUE(same_bits(to_dense(got),
+                                  f(table.data(), layer.config(), ref, dy.data(), to_dense(carry).data(), counts)));
+            EXPECT_EQ(dense_counts(got), reference::counts(s.v, ids));
+            std::set<std::int64_t> want(carry.rows.begin(), carry.rows.end());
+            want.insert(call.ids.begin(), call.ids.end());
+            EXPECT_EQ(got.rows, std::vector<std::int64_t>(want.begin(), want.end()));
+          }
+}
+
+// One microbatch of whole bags: its ids, offsets, weights and dy.
+struct Slice {
+  std::vector<std::int64_t> ids, offsets;
+  std::vector<float> weights, dy;
+};
+Slice slice(Call const& call, std::vector<float> const& dy, std::int64_t d, std::int64_t b0, std::int64_t b1) {
+  auto const end = [&](std::int64_t b) {
+    return b < std::int64_t(call.offsets.size()) ? call.offsets[std::size_t(b)] : std::int64_t(call.ids.size());
+  };
+  auto const p0 = end(b0), p1 = end(b1);
+  Slice s;
+  s.ids.assign(call.ids.begin() + p0, call.ids.begin() + p1);
+  s.weights.assign(call.weights.begin() + p0, call.weights.begin() + p1);
+  for (auto b = b0; b < b1; ++b) s.offsets.push_back(end(b) - p0);
+  s.dy.assign(dy.begin() + b0 * d, dy.begin() + b1 * d);
+  return s;
+}
+
+// Random splits into whole-bag microbatches, in order, each continuing the gradient:
+// dense in place (views), sparse from the last result (host arrays), and sparse in
+// place (views): each the oracle's bits (the unsplit gradient's in mode identical),
+// with batch counts where they apply.
+TEST(EmbeddingBag, RandomWholeBagSplitsWithCarriesGiveTheUnsplitGradient) {
   std::int64_t const v = 300, d = 17, bags = 90;
   auto const table = test::table_for(v, d);
   auto const call = random_call(v, bags, 20, 9);
   auto const dy = dy_for(bags, d, 5);
+  IdsRef const all(call.ids), all_offsets(call.offsets);
+  auto const t = std::int64_t(call.ids.size());
+  auto const batch = reference::counts(v, all);
   using M = typename Layer::memory_space;
-  for (auto pooling : {Pooling::sum, Pooling::mean, Pooling::max}) {
-    BagOptions o;
-    o.pooling = pooling;
-    if (pooling != Pooling::max) o.embedding.scale_grad_by_freq = FreqScale::batch;
-    Layer const layer(v, d, FloatsRef(table.data(), Shape{v, d}), o);
-    IdsRef const all(call.ids), all_offsets(call.offsets);
-    auto const batch = reference::counts(v, all);
-    auto const* counts = pooling != Pooling::max ? batch.data() : nullptr;
-    auto const whole = layer.backward(all, &all_offsets, FloatsRef(dy.data(), Shape{bags, d}), {}, {}, counts);
-    typename Layer::matrix_type grad("grad", v, d);
-    typename Layer::batch_counts_type batch_d;
-    if (counts)
-      batch_d = Kokkos::create_mirror_view_and_copy(
-          M(), Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(batch.data(), v));
-    Space space;
-    std::vector<std::pair<std::int64_t, std::int64_t>> const calls{{0, 25}, {25, 26}, {26, bags}};
-    for (auto const& [b0, b1] : calls) {
-      auto const p0 = call.offsets[std::size_t(b0)];
-      auto const p1 = b1 < bags ? call.offsets[std::size_t(b1)] : std::int64_t(call.ids.size());
-      std::vector<std::int64_t> ids(call.ids.begin() + p0, call.ids.begin() + p1), offsets;
-      for (auto b = b0; b < b1; ++b) offsets.push_back(call.offsets[std::size_t(b)] - p0);
-      auto const ids_d = Kokkos::create_mirror_view_and_copy(
-          M(), Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(ids.data(), ids.size()));
-      auto const offsets_d = Kokkos::create_mirror_view_and_copy(
-          M(), Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(offsets.data(),
-                                                                                             offsets.size()));
-      auto const dy_d = Kokkos::create_mirror_view_and_copy(
-          M(), Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
-                   dy.data() + b0 * d, b1 - b0, d));
-      layer.backward(space, typename Layer::ids64_type(ids_d), offsets_d, dy_d, grad, grad, {}, {}, batch_d);
+  auto const up = [](auto const& x) {
+    using T = typename std::decay_t<decltype(x)>::value_type;
+    return Kokkos::create_mirror_view_and_copy(
+        M(), Kokkos::View<T const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(x.data(), x.size()));
+  };
+  auto const batch_d = up(batch);
+  std::mt19937_64 rng(17);
+  Space space;
+  for (auto pooling : {Pooling::sum, Pooling::mean, Pooling::max})
+    for (auto mode : {Mode::identical, Mode::deterministic}) {
+      BagOptions o;
+      o.pooling = pooling;
+      o.embedding.mode = mode;
+      o.embedding.padding_idx = 2;
+      if (pooling != Pooling::max) o.embedding.scale_grad_by_freq = FreqScale::batch;
+      Layer const layer(v, d, FloatsRef(table.data(), Shape{v, d}), o);
+      bool const weighted = pooling == Pooling::sum;
+      auto const* counts = pooling != Pooling::max ? batch.data() : nullptr;
+      typename Layer::batch_counts_type batch_view;
+      if (counts) batch_view = batch_d;
+      reference::BagCall const ref{all, make_bags(Shape{t}, &all_offsets, false),
+                                   weighted ? call.weights.data() : nullptr};
+      auto const f =
+          mode == Mode::deterministic ? reference::bag_backward_deterministic : reference::bag_backward_identical;
+      std::vector<std::int64_t> cuts{0, bags};
+      for (int k = 0; k < 4; ++k) cuts.push_back(std::int64_t(rng() % std::uint64_t(bags + 1)));
+      std::sort(cuts.begin(), cuts.end());
+      // Identical: the unsplit gradient. Deterministic sums each call's terms as a
+      // tree, then adds the carry: the oracle continued call by call.
+      auto want = f(table.data(), layer.config(), ref, dy.data(), nullptr, counts);
+      if (mode == Mode::deterministic) {
+        std::fill(want.begin(), want.end(), 0.0f);
+        for (std::size_t k = 0; k + 1 < cuts.size(); ++k) {
+          auto const s = slice(call, dy, d, cuts[k], cuts[k + 1]);
+          IdsRef const ids(s.ids), offsets(s.offsets);
+          reference::BagCall const part{ids, make_bags(Shape{std::int64_t(s.ids.size())}, &offsets, false),
+                                        weighted ? s.weights.data() : nullptr};
+          want = f(table.data(), layer.config(), part, s.dy.data(), want.data(), counts);
+        }
+      }
+      SCOPED_TRACE(std::string(to_string(pooling)) + " " + std::string(to_string(mode)) + " cuts " +
+                   std::to_string(cuts[1]) + " " + std::to_string(cuts[2]) + " " + std::to_string(cuts[3]));
+      typename Layer::matrix_type grad("grad", v, d);
+      auto in_place = layer.sparse_carry(space);
+      SparseGradient chained;
+      for (std::size_t k = 0; k + 1 < cuts.size(); ++k) {
+        auto const s = slice(call, dy, d, cuts[k], cuts[k + 1]);
+        auto const n = std::int64_t(s.offsets.size());
+        typename Layer::ids64_type const ids_d = up(s.ids);
+        typename Layer::weights_type w_d;
+        if (weighted) w_d = up(s.weights);
+        auto const dy_d = Kokkos::create_mirror_view_and_copy(
+            M(), Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                     s.dy.data(), n, d));
+        layer.backward(space, ids_d, up(s.offsets), dy_d, grad, grad, {}, w_d, batch_view);
+        layer.backward_sparse(space, ids_d, up(s.offsets), dy_d, in_place, w_d, batch_view);
+        IdsRef const ids(s.ids), offsets(s.offsets);
+        auto const w = weighted ? FloatsRef(s.weights.data(), Shape{std::int64_t(s.ids.size())}) : FloatsRef{};
+        chained = layer.backward_sparse(ids, &offsets, FloatsRef(s.dy.data(), Shape{n, d}), w,
+                                        k == 0 ? nullptr : &chained, counts);
+      }
+      std::vector<float> dense(std::size_t(v * d));
+      Kokkos::deep_copy(
+          Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(dense.data(), v, d),
+          grad);
+      EXPECT_TRUE(same_bits(dense, want)) << "dense in place";
+      EXPECT_TRUE(same_bits(to_dense(chained), want)) << "sparse chained";
+      EXPECT_TRUE(same_bits(to_dense(Layer::embedding_type::to_host(space, layer.listed(space, in_place), v)), want))
+          << "sparse in place";
     }
-    std::vector<float> got(std::size_t(v * d));
-    Kokkos::deep_copy(
-        Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(got.data(), v, d), grad);
-    EXPECT_TRUE(same_bits(got, whole.values)) << to_string(pooling);
-  }
 }
 
 TEST(EmbeddingBag, PerSampleWeightsGradientIsTheOracles) {
@@ -301,6 +417,7 @@ TEST(EmbeddingBag, KernelsAndRegionsAreNamedKembed) {
     FloatsRef const weights = pooling == Pooling::sum ? FloatsRef(w.data(), Shape{6}) : FloatsRef{};
     bags.forward(i, &o, weights);
     bags.backward(i, &o, FloatsRef(dy.data(), Shape{4, d}), weights);
+    bags.backward_sparse(i, &o, FloatsRef(dy.data(), Shape{4, d}), weights);
     if (pooling == Pooling::sum) bags.per_sample_weights_backward(i, &o, FloatsRef(dy.data(), Shape{4, d}));
   }
   Kokkos::Tools::Experimental::set_begin_parallel_for_callback(nullptr);
@@ -311,8 +428,49 @@ TEST(EmbeddingBag, KernelsAndRegionsAreNamedKembed) {
     if (name.rfind("Kokkos::", 0) != 0) EXPECT_EQ(name.rfind("kembed::", 0), 0u) << "unlabelled kernel: " << name;
   for (char const* want : {"kembed::bag_forward", "kembed::bag_of", "kembed::bag_scales", "kembed::bag_weights_grad"})
     EXPECT_EQ(bag_kernels.count(want), 1u) << "kernel never seen: " << want;
-  for (char const* want : {"kembed::bag_forward", "kembed::bag_backward", "kembed::bag_weights_backward"})
+  for (char const* want : {"kembed::bag_forward", "kembed::bag_backward", "kembed::bag_backward_sparse[identical]",
+                           "kembed::bag_weights_backward"})
     EXPECT_EQ(bag_regions.count(want), 1u) << "region never seen: " << want;
+}
+
+// over() works on the caller's table (max_norm writes it); backward_only() folds
+// without one, and refuses what needs the table by name.
+TEST(EmbeddingBag, OverTheCallersTableAndBackwardOnly) {
+  std::int64_t const v = 30, d = 5;
+  auto table = test::table_for(v, d);
+  for (auto& x : table) x *= 3.0f;
+  std::vector<std::int64_t> const ids{1, 4, 4, 9, 0, 2}, offsets{0, 2, 2, 5};
+  std::vector<float> const dy(4 * d, 0.25f);
+  IdsRef const i(ids), o(offsets);
+  BagOptions opt;
+  opt.pooling = Pooling::sum;
+  opt.embedding.max_norm = 1.0;
+  Layer const copied(v, d, FloatsRef(table.data(), Shape{v, d}), opt);
+  auto const table_d = Kokkos::create_mirror_view_and_copy(
+      typename Layer::memory_space(),
+      Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(table.data(), v, d));
+  auto const over = Layer::over(Space(), table_d, opt);
+  EXPECT_TRUE(same_bits(over.forward(i, &o), copied.forward(i, &o)));
+  std::vector<float> renormed(std::size_t(v * d));
+  Kokkos::deep_copy(
+      Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(renormed.data(), v, d),
+      table_d);
+  EXPECT_TRUE(same_bits(renormed, copied.embedding().weight_host()));  // the caller's table, renormalised
+  auto const bare = Layer::backward_only(Space(), v, d, opt);
+  FloatsRef const g(dy.data(), Shape{4, d});
+  EXPECT_TRUE(same_bits(bare.backward(i, &o, g).values, copied.backward(i, &o, g).values));
+  for (auto const& refused : std::vector<std::function<void()>>{[&] { bare.forward(i, &o); },
+                                                                [&] { bare.per_sample_weights_backward(i, &o, g); }}) {
+    try {
+      refused();
+      ADD_FAILURE() << "a layer without a table ran what needs one";
+    } catch (Unsupported const& e) {
+      EXPECT_EQ(e.argument(), "weight");
+    }
+  }
+  opt.pooling = Pooling::max;
+  auto const bare_max = Layer::backward_only(Space(), v, d, opt);
+  EXPECT_THROW(bare_max.backward(i, &o, g), Unsupported);
 }
 
 TEST(EmbeddingBag, RefusalsNameTheArgumentAndWriteNothing) {
@@ -348,6 +506,21 @@ TEST(EmbeddingBag, RefusalsNameTheArgumentAndWriteNothing) {
   std::vector<std::int64_t> bad_offsets{0, 5};
   named("offsets", [&] { layer.forward(space, good, dev(bad_offsets), y); });
   named("per_sample_weights", [&] { layer.forward(space, good, dev(offsets), y, dev(w)); });
+  // The sparse carry, continued in place, is not changed by a refused call.
+  auto carry = layer.sparse_carry(space);
+  std::vector<float> dy(8, 1.0f);
+  auto const dy_d = Kokkos::create_mirror_view_and_copy(
+      M(),
+      Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(dy.data(), 2, 4));
+  std::vector<std::int64_t> past_v{1, 2, 10, 3};
+  named("ids",
+        [&] { layer.backward_sparse(space, typename Layer::ids64_type(dev(past_v)), dev(offsets), dy_d, carry); });
+  dy[5] = std::nanf("");
+  auto const nan_d = Kokkos::create_mirror_view_and_copy(
+      M(),
+      Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(dy.data(), 2, 4));
+  named("dy", [&] { layer.backward_sparse(space, good, dev(offsets), nan_d, carry); });
+  EXPECT_EQ(layer.listed(space, carry).rows.extent(0), 0u);
   typename Layer::matrix_type wrong("wrong", 3, 4);
   try {
     layer.forward(space, good, dev(offsets), wrong);

@@ -152,7 +152,8 @@ class Embedding {
   BackwardPath path_for(ExecutionSpace const& space, std::int64_t positions, bool in_place = false,
                         bool factors = false) const {
     BackwardPath path;
-    path.scaled = config_.scales() || factors;
+    path.freq = config_.scales();
+    path.scaled = path.freq || factors;
     path.mode = path.scaled && config_.mode == Mode::fast ? Mode::identical : config_.mode;
     // Deterministic mode always sorts. Bucket entries pack the position in 40 bits:
     // a larger batch (a terabyte of ids) sorts instead. Scaling needs each row's count
@@ -248,34 +249,11 @@ class Embedding {
     auto const v = config_.num_embeddings, d = config_.embedding_dim;
     if (carry) check_sparse("carry", *carry, v, d);
     auto const dy_d = Kokkos::create_mirror_view_and_copy(memory_space(), host_const_matrix(dy.data, t, d));
-    sparse_type carry_d;
-    if (carry) {
-      auto const n = carry->size();
-      carry_d.rows = Kokkos::View<std::int64_t*, memory_space>(
-          Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::carry_rows"), n);
-      carry_d.values = detail::uninitialized_matrix(space_, "kembed::carry_values", n, d);
-      Kokkos::deep_copy(space_, carry_d.rows,
-                        Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
-                            carry->rows.data(), n));
-      Kokkos::deep_copy(space_, carry_d.values, host_const_matrix(carry->values.data(), n, d));
-    }
+    auto const carry_d = carry ? upload_sparse(space_, *carry) : sparse_type{};
     auto const batch_d = upload_batch_counts(batch_counts);
     SparseGradient out;
-    out.num_embeddings = v;
-    out.embedding_dim = d;
     with_device_ids(ids, [&](auto const& device_ids) {
-      auto const g = backward_sparse(space_, device_ids, dy_d, carry_d, batch_d);
-      auto const n = std::int64_t(g.rows.extent(0));
-      out.rows.resize(n);
-      out.values.resize(n * d);
-      out.counts.resize(n);
-      Kokkos::deep_copy(space_, Kokkos::View<std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(out.rows.data(), n),
-                        g.rows);
-      Kokkos::deep_copy(space_, host_matrix(out.values.data(), n, d), g.values);
-      Kokkos::deep_copy(space_,
-                        Kokkos::View<std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(out.counts.data(), n),
-                        g.counts);
-      space_.fence();
+      out = to_host(space_, backward_sparse(space_, device_ids, dy_d, carry_d, batch_d), v);
     });
     return out;
   }
@@ -346,6 +324,34 @@ class Embedding {
           space_, Kokkos::View<std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(out.data(), out.size()), c);
       space_.fence();
     });
+    return out;
+  }
+
+  // A host sparse gradient (checked) in this space's memory, and back.
+  static sparse_type upload_sparse(ExecutionSpace const& space, SparseGradient const& g) {
+    auto const n = g.size();
+    sparse_type out;
+    out.rows = Kokkos::View<std::int64_t*, memory_space>(
+        Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kembed::carry_rows"), n);
+    out.values = detail::uninitialized_matrix(space, "kembed::carry_values", n, g.embedding_dim);
+    Kokkos::deep_copy(space, out.rows,
+                      Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(g.rows.data(), n));
+    Kokkos::deep_copy(space, out.values, host_const_matrix(g.values.data(), n, g.embedding_dim));
+    return out;
+  }
+  static SparseGradient to_host(ExecutionSpace const& space, sparse_type const& g, std::int64_t num_embeddings) {
+    auto const n = std::int64_t(g.rows.extent(0)), d = std::int64_t(g.values.extent(1));
+    SparseGradient out;
+    out.num_embeddings = num_embeddings;
+    out.embedding_dim = d;
+    out.rows.resize(std::size_t(n));
+    out.values.resize(std::size_t(n * d));
+    out.counts.resize(std::size_t(n));
+    using host_index = Kokkos::View<std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+    Kokkos::deep_copy(space, host_index(out.rows.data(), n), g.rows);
+    Kokkos::deep_copy(space, host_matrix(out.values.data(), n, d), g.values);
+    Kokkos::deep_copy(space, host_index(out.counts.data(), n), g.counts);
+    space.fence();
     return out;
   }
 
@@ -605,7 +611,7 @@ class Embedding {
                                           "kembed::backward[deterministic,sort,listed,caller]",
                                           "kembed::backward[deterministic,sort,listed,scale_grad_by_freq]",
                                           "kembed::backward[deterministic,sort,listed,scale_grad_by_freq,caller]"};
-    int const mode_scaled = (path.mode == Mode::identical ? 0 : 2) + (path.scaled ? 1 : 0);
+    int const mode_scaled = (path.mode == Mode::identical ? 0 : 2) + (path.freq ? 1 : 0);
     if (path.listed) return listed[2 * mode_scaled + (path.on_caller ? 1 : 0)];
     if (path.mode == Mode::fast) return fixed[0];
     if (path.plan == Plan::scan) return fixed[1];

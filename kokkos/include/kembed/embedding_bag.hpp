@@ -23,6 +23,8 @@ class EmbeddingBag {
   using const_matrix_type = typename embedding_type::const_matrix_type;
   using counts_type = typename embedding_type::counts_type;
   using batch_counts_type = typename embedding_type::batch_counts_type;
+  using sparse_type = typename embedding_type::sparse_type;
+  using sparse_carry_type = typename embedding_type::sparse_carry_type;
   using offsets_type = Kokkos::View<std::int64_t const*, memory_space>;
   using weights_type = Kokkos::View<float const*, memory_space>;
 
@@ -43,6 +45,24 @@ class EmbeddingBag {
                                           "; from_pretrained wants a 2-D (num_embeddings, embedding_dim) table");
     return EmbeddingBag(weight.shape[0], weight.shape[1], weight, options);
   }
+
+  // Over a table the caller owns (not copied), as Embedding::over: kembed.torch's
+  // Parameter. With max_norm the forward writes it.
+  static EmbeddingBag over(ExecutionSpace const& space, matrix_type const& table, BagOptions const& options = {}) {
+    auto config = make_bag_config(table.extent(0), table.extent(1), options);
+    return EmbeddingBag(std::move(config), embedding_type::over(space, table, options.embedding), space);
+  }
+  // For the backward alone, as Embedding::backward_only: no table, so neither the
+  // forward, nor max's backward (its argmax), nor the weights' gradient.
+  static EmbeddingBag backward_only(ExecutionSpace const& space, std::int64_t num_embeddings,
+                                    std::int64_t embedding_dim, BagOptions const& options = {}) {
+    auto config = make_bag_config(num_embeddings, embedding_dim, options);
+    return EmbeddingBag(std::move(config),
+                        embedding_type::backward_only(space, num_embeddings, embedding_dim, options.embedding), space);
+  }
+
+  // Reassigns the table (same shape), as Embedding::set_weight; on error the old stays.
+  void set_weight(FloatsRef const& weight) { table_.set_weight(weight); }
 
   BagConfig const& config() const noexcept { return config_; }
   Pooling pooling() const noexcept { return config_.pooling; }
@@ -103,11 +123,7 @@ class EmbeddingBag {
       carry_d = Kokkos::create_mirror_view_and_copy(
           memory_space(), Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
                               carry.data, v, d));
-    batch_counts_type batch_d;
-    if (batch_counts)
-      batch_d = Kokkos::create_mirror_view_and_copy(
-          memory_space(),
-          Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(batch_counts, v));
+    auto const batch_d = table_.upload_batch_counts(batch_counts);
     HostGradient out{Shape{v, d}, std::vector<float>(std::size_t(v * d)), std::vector<std::int64_t>(std::size_t(v))};
     with_ids64(ids, [&](ids64_type const& device_ids) {
       auto const grad = detail::uninitialized_matrix(space_, "kembed::bag_gradient", v, d);
@@ -132,6 +148,50 @@ class EmbeddingBag {
                 batch_counts_type const& batch_counts = {}) const {
     backward_impl(space, ids, views_of(ids.extent(0), offsets, per_sample_weights), dy, grad, carry, counts,
                   batch_counts);
+  }
+
+  // ---- backward_sparse: the rows the bags reference (and the carry's) ----------
+  // Each listed row is bit for bit that row of backward()'s dense gradient with
+  // to_dense(carry) as its carry, as Embedding::backward_sparse; counts as backward's.
+  SparseGradient backward_sparse(IdsRef const& ids, IdsRef const* offsets, FloatsRef const& dy,
+                                 FloatsRef const& per_sample_weights = {}, SparseGradient const* carry = nullptr,
+                                 std::int64_t const* batch_counts = nullptr) const {
+    auto const bags = make_bags(ids.shape(), offsets, config_.include_last_offset);
+    check_bag_weights(config_, ids.shape(), per_sample_weights);
+    auto const v = num_embeddings(), d = embedding_dim();
+    check_bag_dy(dy.shape, bags.count(), d);
+    if (carry) check_sparse("carry", *carry, v, d);
+    auto const views = upload(bags, per_sample_weights);
+    auto const dy_d = Kokkos::create_mirror_view_and_copy(
+        memory_space(), Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                            dy.data, bags.count(), d));
+    auto const carry_d = carry ? embedding_type::upload_sparse(space_, *carry) : sparse_type{};
+    auto const batch_d = table_.upload_batch_counts(batch_counts);
+    SparseGradient out;
+    with_ids64(ids, [&](ids64_type const& device_ids) {
+      out = embedding_type::to_host(space_, backward_sparse_impl(space_, device_ids, views, dy_d, carry_d, batch_d), v);
+    });
+    return out;
+  }
+  // Views: a new sparse gradient (the carry's views unchanged; empty means none).
+  sparse_type backward_sparse(ExecutionSpace const& space, ids64_type const& ids, offsets_type const& offsets,
+                              const_matrix_type const& dy, sparse_type const& carry = {},
+                              weights_type const& per_sample_weights = {},
+                              batch_counts_type const& batch_counts = {}) const {
+    return backward_sparse_impl(space, ids, views_of(ids.extent(0), offsets, per_sample_weights), dy, carry,
+                                batch_counts);
+  }
+  // Continued in place (the batch job's --sparse): `carry` from sparse_carry(), as
+  // Embedding's; on an error nothing changes.
+  sparse_carry_type sparse_carry(ExecutionSpace const& space) const { return table_.sparse_carry(space); }
+  sparse_type listed(ExecutionSpace const& space, sparse_carry_type const& carry) const {
+    return table_.listed(space, carry);
+  }
+  void backward_sparse(ExecutionSpace const& space, ids64_type const& ids, offsets_type const& offsets,
+                       const_matrix_type const& dy, sparse_carry_type& carry,
+                       weights_type const& per_sample_weights = {}, batch_counts_type const& batch_counts = {}) const {
+    backward_sparse_carry_impl(space, ids, views_of(ids.extent(0), offsets, per_sample_weights), dy, carry,
+                               batch_counts);
   }
 
   // ---- the gradient of per_sample_weights (mode sum) --------------------------
@@ -162,6 +222,9 @@ class EmbeddingBag {
 
  private:
   using views_type = detail::BagViews<memory_space>;
+
+  EmbeddingBag(BagConfig config, embedding_type table, ExecutionSpace const& space)
+      : config_(std::move(config)), table_(std::move(table)), space_(space) {}
   using host_matrix_type = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
 
   static host_matrix_type host_matrix(float* data, std::int64_t rows, std::int64_t cols) {
@@ -174,7 +237,7 @@ class EmbeddingBag {
   template <class F>
   void with_ids64(IdsRef const& ids, F&& f) const {
     auto const t = ids.size();
-    if (ids.data() == nullptr) throw InvalidArgument("ids", "ids has no data (a null pointer)");
+    if (ids.data() == nullptr && t > 0) throw InvalidArgument("ids", "ids has no data (a null pointer)");
     std::vector<std::int64_t> wide;
     auto const* data = static_cast<std::int64_t const*>(ids.data());
     if (ids.type() == IdType::int32) {
@@ -227,6 +290,7 @@ class EmbeddingBag {
       throw InvalidArgument("y", "y has shape (" + std::to_string(y.extent(0)) + ", " + std::to_string(y.extent(1)) +
                                      "), want (" + std::to_string(bags.count()) + ", " +
                                      std::to_string(embedding_dim()) + ") (bags, embedding_dim)");
+    table_.require_table();
     table_.renormalise(space, ids);
     detail::ScopedRegion region("kembed::bag_forward");
     detail::bag_forward(space, ids, bags, table_.weight(), y);  // checks the ids first
@@ -241,16 +305,13 @@ class EmbeddingBag {
     auto const& cfg = config_.embedding;
     auto const v = cfg.num_embeddings, d = cfg.embedding_dim;
     std::int64_t const t = ids.extent(0);
-    embedding_type::check_matrix("dy", dy, bags.count(), d, "bags, embedding_dim");
     embedding_type::check_matrix("grad", grad, v, d, "num_embeddings, embedding_dim");
     bool const in_place = carry.data() != nullptr && carry.data() == grad.data();
     if (carry.data()) embedding_type::check_matrix("carry", carry, v, d, "num_embeddings, embedding_dim");
     if (counts.data() && std::int64_t(counts.extent(0)) != v)
       throw InvalidArgument("counts", "counts has " + std::to_string(counts.extent(0)) + " entries, want " +
                                           std::to_string(v) + " (num_embeddings)");
-    table_.check_batch_counts_view(batch_counts);
-    if (config_.pooling == Pooling::max) table_.require_table();
-    detail::check_ids(space, ids, v);
+    check_backward(space, ids, bags, dy, batch_counts);
     if (carry.data() && !in_place) detail::check_finite(space, carry, "carry", "row");
     detail::check_finite(space, dy, "dy", "bag");  // B rows: checked first, so the fold need not report
     detail::ScopedRegion region("kembed::bag_backward");
@@ -258,6 +319,58 @@ class EmbeddingBag {
     if (cfg.scale_grad_by_freq == FreqScale::batch && t > 0) check_batch_covers(space, ids, batch_counts);
     table_.fold_path(space, table_.path_for(space, t, in_place, terms.scale.data() != nullptr), ids, terms, carry, grad,
                      counts, FreqScale::none, batch_counts_type{});
+  }
+
+  // The checks every backward makes before anything is written.
+  template <class IdView>
+  void check_backward(ExecutionSpace const& space, IdView const& ids, views_type const& bags,
+                      const_matrix_type const& dy, batch_counts_type const& batch_counts) const {
+    embedding_type::check_matrix("dy", dy, bags.count(), embedding_dim(), "bags, embedding_dim");
+    table_.check_batch_counts_view(batch_counts);
+    if (config_.pooling == Pooling::max) table_.require_table();
+    detail::check_ids(space, ids, num_embeddings());
+  }
+
+  template <class IdView>
+  sparse_type backward_sparse_impl(ExecutionSpace const& space, IdView const& ids, views_type const& bags,
+                                   const_matrix_type const& dy, sparse_type const& carry,
+                                   batch_counts_type const& batch_counts) const {
+    auto const& cfg = config_.embedding;
+    check_backward(space, ids, bags, dy, batch_counts);
+    if (carry.values.data() != nullptr || carry.rows.data() != nullptr)
+      detail::check_sparse_rows(space, carry, cfg.num_embeddings, cfg.embedding_dim, "carry");
+    detail::check_finite(space, dy, "dy", "bag");
+    detail::ScopedRegion region(cfg.mode == Mode::deterministic ? "kembed::bag_backward_sparse[deterministic]"
+                                                                : "kembed::bag_backward_sparse[identical]");
+    auto const terms = terms_of(space, ids, bags, dy, batch_counts);
+    if (cfg.scale_grad_by_freq == FreqScale::batch && ids.extent(0) > 0) check_batch_covers(space, ids, batch_counts);
+    return detail::backward_sparse(space, ids, terms, carry, batch_counts_type{}, cfg.num_embeddings, cfg.padding_idx,
+                                   cfg.mode, FreqScale::none, host_isa())
+        .first;
+  }
+
+  template <class IdView>
+  void backward_sparse_carry_impl(ExecutionSpace const& space, IdView const& ids, views_type const& bags,
+                                  const_matrix_type const& dy, sparse_carry_type& carry,
+                                  batch_counts_type const& batch_counts) const {
+    auto const& cfg = config_.embedding;
+    check_backward(space, ids, bags, dy, batch_counts);
+    if (std::int64_t(carry.slot_of.extent(0)) != cfg.num_embeddings ||
+        std::int64_t(carry.values.extent(1)) != cfg.embedding_dim)
+      throw InvalidArgument("carry", "the sparse carry was made for another shape than (" +
+                                         std::to_string(cfg.num_embeddings) + ", " + std::to_string(cfg.embedding_dim) +
+                                         ")");
+    detail::check_finite(space, dy, "dy", "bag");  // folded in place: checked first
+    detail::ScopedRegion region(cfg.mode == Mode::deterministic ? "kembed::bag_backward_sparse[deterministic,carry]"
+                                                                : "kembed::bag_backward_sparse[identical,carry]");
+    auto const terms = terms_of(space, ids, bags, dy, batch_counts);
+    if (cfg.scale_grad_by_freq == FreqScale::batch && ids.extent(0) > 0) check_batch_covers(space, ids, batch_counts);
+    detail::backward_sparse_carry(space, ids, terms, carry, batch_counts_type{}, cfg.num_embeddings, cfg.padding_idx,
+                                  cfg.mode, FreqScale::none, host_isa(), false);
+  }
+
+  static detail::HostIsa host_isa() {
+    return detail::Tiles<ExecutionSpace>::host ? detail::host_isa() : detail::HostIsa::baseline;
   }
 
   template <class IdView>

@@ -91,7 +91,8 @@ std::vector<SettingDifference> differences(Config const& a, Config const& b, Set
 struct BackwardPath {
   Mode mode = Mode::identical;  // as run: mode fast with scale_grad_by_freq runs identical
   Plan plan = Plan::sort;       // scan, sort or bucket; mode deterministic sorts; unused in mode fast
-  bool scaled = false;          // scale_grad_by_freq: the sort, whose index has each row's count first
+  bool scaled = false;          // terms with factors: the sort, whose index has each row's count first
+  bool freq = false;            // scale_grad_by_freq among them (a mean or weighted bag scales without it)
   bool listed = false;          // in place on few rows: the sort over the rows the call lists
   bool on_caller = false;       // listed, and small enough for the calling thread
   // "scan", "sort" or "bucket" (the plan), or "atomic" (mode fast): a run file's plan_used.
