@@ -5,7 +5,8 @@
 # they load except the C library and the GPU driver, the data they read, and run.sh.
 #
 #   scripts/device-bundle.sh [cuda|hip] [FOLDER]     (default: cuda build/device-bundle)
-#   copy FOLDER to the node, then there:  FOLDER/run.sh OUT    (OUT: summary and logs)
+#   copy FOLDER.tar.gz to the node, then there:  tar xzf FOLDER.tar.gz && FOLDER/run.sh OUT
+#   (OUT: summary and logs)
 #
 # Builds (or reuses) build/cuda or build/hip through scripts/setup.sh: nvcc 11.8 and
 # Kokkos 3.4.1 from Debian 12, sm_80 code plus compute_80 PTX, which the driver
@@ -61,6 +62,9 @@ kjv_sha=$(sed -n 's/^set(kjv_torch_sha256 \([0-9a-f]\{64\}\))$/\1/p' "$here/test
 } >"$out/bundle.env"
 cp "$here/scripts/device-bundle-run.sh" "$out/run.sh"
 chmod +x "$out/run.sh"
-size=$(du -sk "$out" | cut -f1)
-log "$out: $(ls "$out/bin" | wc -l) programs, $(ls "$out/lib" | wc -l) libraries, $((size / 1024)) MiB (needs glibc >= $glibc)"
+# The folder packed, which is what travels to the node (gzip: every node can unpack it).
+tar -C "$(dirname "$out")" -czf "$out.tar.gz" "$(basename "$out")"
+size=$(du -sk "$out" | cut -f1) packed=$(du -sk "$out.tar.gz" | cut -f1)
+log "$out: $(ls "$out/bin" | wc -l) programs, $(ls "$out/lib" | wc -l) libraries, $((size / 1024)) MiB," \
+  "$((packed / 1024)) MiB packed in $out.tar.gz (needs glibc >= $glibc)"
 echo "$out"

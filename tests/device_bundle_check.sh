@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What a machine without a GPU can check of a device bundle (scripts/device-bundle.sh):
-# its size (at most 60 MiB), that every program and library in it resolves every
+# its packed size (at most 60 MiB), that every program and library in it resolves every
 # library it needs from the bundle or the system's C library (the GPU driver aside),
 # and that run.sh stops with "no GPU" and a non-zero status before it needs one.
 #   device_bundle_check.sh BUNDLE
@@ -17,9 +17,13 @@ check() {  # check NAME CONDITION-STATUS DETAIL
   fi
 }
 
-size=$(du -sk "$bundle" | cut -f1)
-((size <= 60 * 1024))
-check "the bundle is at most 60 MiB ($((size / 1024)) MiB)" $? "$size KiB"
+# What travels is the packed bundle: a device call carries 64 MiB in all.
+packed=$(du -sk "$bundle.tar.gz" 2>/dev/null | cut -f1)
+((${packed:-999999} <= 60 * 1024))
+check "the packed bundle is at most 60 MiB ($((${packed:-0} / 1024)) MiB; $(($(du -sk "$bundle" | cut -f1) / 1024)) MiB unpacked)" \
+  $? "${packed:-no} KiB in $bundle.tar.gz"
+tar -tzf "$bundle.tar.gz" >/dev/null 2>&1
+check "the packed bundle unpacks" $? "tar -tzf $bundle.tar.gz failed"
 
 glibc='^(linux-vdso|ld-linux-x86-64|libc|libm|libpthread|libdl|librt|libresolv|libutil)\.so'
 driver='^(libcuda|libnvidia-|libamdhip64|libhsa-runtime64|libamd_comgr|libdrm)'
