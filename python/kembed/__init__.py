@@ -2,12 +2,14 @@
 
 ``kembed.Embedding`` is ``torch.nn.Embedding``'s forward and backward on any array
 (numpy, torch CPU tensors, DLPack, the buffer protocol); ``kembed.torch.Embedding`` is
-a drop-in ``torch.nn.Module``. The gradient is bit for bit torch's CPU one, on every
+a drop-in ``torch.nn.Module``; ``kembed.EmbeddingBag`` and ``kembed.torch.EmbeddingBag``
+are the same for ``torch.nn.EmbeddingBag``'s pooled lookups. The gradient is bit for bit torch's CPU one, on every
 backend and thread count, and microbatches that carry the gradient forward reproduce
 the whole batch's. docs/PYTHON.md in the repository is the guide.
 """
 from . import _kembed
 from ._embedding import Embedding, SparseGradient
+from ._embedding_bag import EmbeddingBag
 
 __version__ = _kembed.build_info()["version"]
 
@@ -40,4 +42,4 @@ def backends():
     return list(_kembed.backends())
 
 
-__all__ = ["Embedding", "SparseGradient", "set_num_threads", "get_num_threads", "backends", "empty"]
+__all__ = ["Embedding", "EmbeddingBag", "SparseGradient", "set_num_threads", "get_num_threads", "backends", "empty"]

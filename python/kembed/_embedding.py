@@ -40,9 +40,10 @@ def _shape(array):
     return tuple(int(s) for s in shape)
 
 
-def _layer(num_embeddings, embedding_dim, weight, borrowed, padding_idx, max_norm, norm_type,
-           scale_grad_by_freq, sparse, mode, plan, backend):
-    """A _kembed.Layer after Python's own type checks (the values are the C++ layer's to check)."""
+def _layer_arguments(num_embeddings, embedding_dim, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+                     mode, plan, backend, mode_name="mode"):
+    """The settings an Embedding and an EmbeddingBag share, type-checked and converted
+    (the values are the C++ layer's to check)."""
     _check_int("num_embeddings", num_embeddings)
     _check_int("embedding_dim", embedding_dim)
     _check_int("padding_idx", padding_idx, optional=True)
@@ -52,13 +53,22 @@ def _layer(num_embeddings, embedding_dim, weight, borrowed, padding_idx, max_nor
         raise TypeError(f"kembed: norm_type must be a number, got {type(norm_type).__name__}")
     if not isinstance(sparse, bool):
         raise TypeError(f"kembed: sparse must be a bool, got {type(sparse).__name__}")
-    _check_str("mode", mode, _MODES)
+    _check_str(mode_name, mode, _MODES)
     _check_str("plan", plan, _PLANS)
     _check_str("backend", backend, ("default",) + _BACKENDS)
-    return _kembed.Layer(backend, int(num_embeddings), int(embedding_dim), weight, borrowed,
-                         None if padding_idx is None else int(padding_idx), plan, mode,
-                         None if max_norm is None else float(max_norm), float(norm_type),
-                         _scale_name(scale_grad_by_freq), sparse)
+    return dict(backend=backend, num_embeddings=int(num_embeddings), embedding_dim=int(embedding_dim),
+                padding_idx=None if padding_idx is None else int(padding_idx), plan=plan, mode=mode,
+                max_norm=None if max_norm is None else float(max_norm), norm_type=float(norm_type),
+                scale_grad_by_freq=_scale_name(scale_grad_by_freq), sparse=sparse)
+
+
+def _layer(num_embeddings, embedding_dim, weight, borrowed, padding_idx, max_norm, norm_type,
+           scale_grad_by_freq, sparse, mode, plan, backend):
+    """A _kembed.Layer after Python's own type checks."""
+    a = _layer_arguments(num_embeddings, embedding_dim, padding_idx, max_norm, norm_type, scale_grad_by_freq,
+                         sparse, mode, plan, backend)
+    return _kembed.Layer(a["backend"], a["num_embeddings"], a["embedding_dim"], weight, borrowed, a["padding_idx"],
+                         a["plan"], a["mode"], a["max_norm"], a["norm_type"], a["scale_grad_by_freq"], a["sparse"])
 
 
 class SparseGradient:
@@ -80,7 +90,30 @@ class SparseGradient:
         return f"SparseGradient({len(self.rows)} of {self.shape[0]} rows, embedding_dim={self.shape[1]})"
 
 
-class Embedding:
+class _Table:
+    """What Embedding and EmbeddingBag share: the settings, read-only (a new setting is a
+    new layer), and the table."""
+    num_embeddings = property(lambda self: self._settings["num_embeddings"])
+    embedding_dim = property(lambda self: self._settings["embedding_dim"])
+    padding_idx = property(lambda self: self._settings["padding_idx"], doc="normalised to [0, V), or None")
+    max_norm = property(lambda self: self._settings["max_norm"])
+    norm_type = property(lambda self: self._settings["norm_type"])
+    scale_grad_by_freq = property(lambda self: self._settings["scale_grad_by_freq"], doc="'none', 'call' or 'batch'")
+    sparse = property(lambda self: self._settings["sparse"])
+    plan = property(lambda self: self._settings["plan"])
+    backend = property(lambda self: self._layer.backend())
+
+    @property
+    def weight(self):
+        """A copy of the table (a new numpy array each time); assign to replace it."""
+        return self._layer.weight()
+
+    @weight.setter
+    def weight(self, table):
+        self._layer.set_weight(table)
+
+
+class Embedding(_Table):
     """An embedding table as ``torch.nn.Embedding``, whose gradient has the same bits on
     every backend, thread count and plan.
 
@@ -117,26 +150,7 @@ class Embedding:
         return cls(shape[0], shape[1], padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
                    weight=embeddings, mode=mode, plan=plan, backend=backend)
 
-    # -- settings, read-only: a new setting is a new layer --
-    num_embeddings = property(lambda self: self._settings["num_embeddings"])
-    embedding_dim = property(lambda self: self._settings["embedding_dim"])
-    padding_idx = property(lambda self: self._settings["padding_idx"], doc="normalised to [0, V), or None")
-    max_norm = property(lambda self: self._settings["max_norm"])
-    norm_type = property(lambda self: self._settings["norm_type"])
-    scale_grad_by_freq = property(lambda self: self._settings["scale_grad_by_freq"], doc="'none', 'call' or 'batch'")
-    sparse = property(lambda self: self._settings["sparse"])
     mode = property(lambda self: self._settings["mode"])
-    plan = property(lambda self: self._settings["plan"])
-    backend = property(lambda self: self._layer.backend())
-
-    @property
-    def weight(self):
-        """A copy of the table (a new numpy array each time); assign to replace it."""
-        return self._layer.weight()
-
-    @weight.setter
-    def weight(self, table):
-        self._layer.set_weight(table)
 
     def plan_for(self, positions):
         """The plan the identical backward runs for this many positions ('auto' resolved)."""

@@ -1,5 +1,6 @@
-"""kembed.torch: kembed's kernels as torch operators, and ``Embedding``, a drop-in
-``torch.nn.Embedding`` whose gradient keeps kembed's promise.
+"""kembed.torch: kembed's kernels as torch operators, and ``Embedding`` and
+``EmbeddingBag``, drop-ins for ``torch.nn.Embedding`` and ``torch.nn.EmbeddingBag``
+whose gradients keep kembed's promise.
 
 The operators (``torch.ops.kembed.*``) are ``torch.library.custom_op``s with fake
 implementations and autograd formulas, so ``torch.compile`` traces through them. With
@@ -14,6 +15,7 @@ import torch
 from torch import Tensor
 
 from ._embedding import _BACKENDS, _layer
+from ._embedding_bag import _bag_layer
 
 _NONE = -1  # padding_idx: no padding row
 
@@ -202,6 +204,49 @@ class _Lookup(torch.autograd.Function):
         return g, None, None
 
 
+def _module_checks(num_embeddings, padding_idx, device, dtype, accumulate):
+    """The module arguments torch checks itself; returns padding_idx in [0, V)."""
+    kind = torch.device(device).type if device is not None else "cpu"
+    if kind != "cpu" and not (kind == "cuda" and "cuda" in _BACKENDS):
+        raise TypeError(f"kembed: device {device} is not available: this kembed module has host backends only")
+    if dtype is not None and dtype != torch.float32:
+        raise TypeError(f"kembed: dtype must be torch.float32, got {dtype}")
+    if accumulate not in ("add", "carry"):
+        raise ValueError(f"kembed: accumulate must be 'add' or 'carry', got {accumulate!r}")
+    if padding_idx is not None and not isinstance(padding_idx, bool) and isinstance(padding_idx, int):
+        if not -num_embeddings <= padding_idx < num_embeddings:
+            raise ValueError(f"kembed: padding_idx must be within [-{num_embeddings}, {num_embeddings}), "
+                             f"got {padding_idx}")
+        padding_idx = padding_idx + num_embeddings if padding_idx < 0 else padding_idx
+    return padding_idx
+
+
+def _set_weight(module, weight, freeze, device):
+    """The module's Parameter: ``weight`` itself, or a new table initialised as torch's."""
+    shape = (module.num_embeddings, module.embedding_dim)
+    if weight is None:
+        module.weight = torch.nn.Parameter(torch.empty(shape, device=device), requires_grad=not freeze)
+        module.reset_parameters()
+        return
+    if tuple(weight.shape) != shape:
+        raise ValueError(f"kembed: _weight has shape {tuple(weight.shape)}, want {shape}")
+    module.weight = torch.nn.Parameter(weight, requires_grad=not freeze)
+
+
+def _repr_options(module):
+    """The options torch's repr shows when they are set."""
+    s = "" if module.padding_idx is None else f", padding_idx={module.padding_idx}"
+    s += "" if module.max_norm is None else f", max_norm={module.max_norm}"
+    return s + (", sparse=True" if module.sparse else "")
+
+
+def _reset(module):
+    torch.nn.init.normal_(module.weight)
+    if module.padding_idx is not None:
+        with torch.no_grad():
+            module.weight[module.padding_idx].fill_(0)
+
+
 class Embedding(torch.nn.Module):
     """``torch.nn.Embedding`` with kembed's gradient: the same constructor, ``from_pretrained``,
     ``weight`` Parameter (initialised as torch does, from torch's generator) and
@@ -213,18 +258,7 @@ class Embedding(torch.nn.Module):
                  scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None,
                  *, mode="identical", plan="auto", backend="default", accumulate="add"):
         super().__init__()
-        kind = torch.device(device).type if device is not None else "cpu"
-        if kind != "cpu" and not (kind == "cuda" and "cuda" in _BACKENDS):
-            raise TypeError(f"kembed: device {device} is not available: this kembed module has host backends only")
-        if dtype is not None and dtype != torch.float32:
-            raise TypeError(f"kembed: dtype must be torch.float32, got {dtype}")
-        if accumulate not in ("add", "carry"):
-            raise ValueError(f"kembed: accumulate must be 'add' or 'carry', got {accumulate!r}")
-        if padding_idx is not None and not isinstance(padding_idx, bool) and isinstance(padding_idx, int):
-            if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(f"kembed: padding_idx must be within [-{num_embeddings}, {num_embeddings}), "
-                                 f"got {padding_idx}")
-            padding_idx = padding_idx + num_embeddings if padding_idx < 0 else padding_idx
+        padding_idx = _module_checks(num_embeddings, padding_idx, device, dtype, accumulate)
         # The settings are checked by the C++ layer once, here (the table comes later).
         _layer(num_embeddings, embedding_dim, None, False, padding_idx, max_norm, norm_type, scale_grad_by_freq,
                sparse, mode, plan, backend)
@@ -232,24 +266,13 @@ class Embedding(torch.nn.Module):
         self.padding_idx, self.max_norm, self.norm_type = padding_idx, max_norm, norm_type
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         self.mode, self.plan, self.backend, self.accumulate = mode, plan, backend, accumulate
-        if _weight is None:
-            self.weight = torch.nn.Parameter(torch.empty((num_embeddings, embedding_dim), device=device),
-                                             requires_grad=not _freeze)
-            self.reset_parameters()
-        else:
-            if tuple(_weight.shape) != (num_embeddings, embedding_dim):
-                raise ValueError(f"kembed: _weight has shape {tuple(_weight.shape)}, want "
-                                 f"({num_embeddings}, {embedding_dim})")
-            self.weight = torch.nn.Parameter(_weight, requires_grad=not _freeze)
+        _set_weight(self, _weight, _freeze, device)
         self._settings = _Settings(num_embeddings, _NONE if padding_idx is None else padding_idx,
                                    bool(scale_grad_by_freq), sparse, mode, plan, backend, accumulate)
 
     def reset_parameters(self):
         """As torch's: N(0, 1) from torch's generator, the padding row zero."""
-        torch.nn.init.normal_(self.weight)
-        if self.padding_idx is not None:
-            with torch.no_grad():
-                self.weight[self.padding_idx].fill_(0)
+        _reset(self)
 
     @classmethod
     def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None, norm_type=2.0,
@@ -274,11 +297,151 @@ class Embedding(torch.nn.Module):
         return embedding(self.weight, ids, s.padding_idx, s.scale_grad_by_freq, s.mode, s.plan, s.backend)
 
     def extra_repr(self):
-        s = f"{self.num_embeddings}, {self.embedding_dim}"
-        if self.padding_idx is not None:
-            s += f", padding_idx={self.padding_idx}"
-        if self.max_norm is not None:
-            s += f", max_norm={self.max_norm}"
-        if self.sparse:
-            s += ", sparse=True"
-        return s + f", mode={self.mode!r}, accumulate={self.accumulate!r}"
+        return f"{self.num_embeddings}, {self.embedding_dim}{_repr_options(self)}, mode={self.mode!r}, " \
+               f"accumulate={self.accumulate!r}"
+
+
+# ---- EmbeddingBag --------------------------------------------------------------------
+
+class _BagSettings:
+    """What the bag's autograd formula needs besides the tensors (one per module)."""
+
+    def __init__(self, module):
+        m = module
+        self.mode, self.include_last_offset, self.padding_idx = m.mode, m.include_last_offset, m.padding_idx
+        self.max_norm, self.norm_type, self.scale_grad_by_freq = m.max_norm, m.norm_type, m.scale_grad_by_freq
+        self.sparse, self.numerics, self.plan = m.sparse, m.numerics, m.plan
+        self.backend, self.accumulate = m.backend, m.accumulate
+
+    def layer(self, weight, renorm=False):
+        """A kembed bag layer over the Parameter's own memory (no copy); max_norm only
+        where the call renormalises (the forward)."""
+        w = weight.detach()
+        if w.dtype != torch.float32:
+            raise TypeError(f"kembed: weight must be float32, got {w.dtype}")
+        if not w.is_contiguous():
+            raise ValueError("kembed: weight must be contiguous (C order); call weight.data = weight.contiguous()")
+        v, d = w.shape
+        return _bag_layer(v, d, w, True, self.mode, self.include_last_offset, self.padding_idx,
+                          self.max_norm if renorm else None, self.norm_type, self.scale_grad_by_freq, self.sparse,
+                          self.numerics, self.plan, _where(w, self.backend))
+
+
+def _host_offsets(offsets):
+    return None if offsets is None else offsets.detach().cpu()
+
+
+def _bag_table_grad(ctx, s, grad_output, ids, offsets, psw):
+    """The table's gradient, carried on from weight.grad when accumulate='carry'."""
+    weight = ctx.weight
+    layer = s.layer(weight)
+    carry = weight.grad if s.accumulate == "carry" else None
+    if s.sparse:
+        if carry is not None and not carry.is_sparse:
+            raise RuntimeError("kembed: accumulate='carry' with sparse=True needs weight.grad sparse or None")
+        c = None if carry is None else carry.coalesce()
+        rows, values, _ = layer.backward_sparse(
+            ids, offsets, grad_output, None if c is None else c.indices()[0].cpu(),
+            None if c is None else c.values().detach().cpu(), None, psw, None)
+        device = grad_output.device
+        return _sparse_grad(torch.from_numpy(rows).to(device), torch.from_numpy(values).to(device), weight.shape)
+    if carry is not None and carry.is_sparse:
+        carry = carry.to_dense()
+    if carry is not None and carry.dtype == torch.float32 and carry.is_contiguous():
+        c = carry.detach()  # in place: the fold continues in .grad itself
+        layer.backward(ids, offsets, grad_output, c, psw, None, c)
+        return carry
+    return _tensor(layer.backward(ids, offsets, grad_output, None if carry is None else carry.detach(), psw,
+                                  None, None))
+
+
+class _Bags(torch.autograd.Function):
+    """The bag module's autograd node: kembed's pooled forward, kembed's fold backward,
+    and the gradient of per_sample_weights."""
+
+    @staticmethod
+    def forward(weight, ids, offsets, per_sample_weights, settings):
+        psw = None if per_sample_weights is None else per_sample_weights.detach()
+        layer = settings.layer(weight, renorm=settings.max_norm is not None)
+        return _tensor(layer.forward(ids.detach(), _host_offsets(offsets), psw, None))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        weight, ids, offsets, per_sample_weights, settings = inputs
+        ctx.save_for_backward(ids, offsets, per_sample_weights)
+        ctx.settings, ctx.weight = settings, weight
+        ctx.version = weight._version  # max's backward reads the table: it must not change first
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        ids, offsets, psw = ctx.saved_tensors
+        s, weight = ctx.settings, ctx.weight
+        if s.mode == "max" or ctx.needs_input_grad[3]:
+            if weight._version != ctx.version:
+                raise RuntimeError("kembed: the EmbeddingBag's weight was modified in place between its forward "
+                                   "and backward; max's gradient and the weights' gradient read the table")
+        dy = grad_output.detach().contiguous()
+        ids, offsets = ids.detach(), _host_offsets(offsets)
+        psw = None if psw is None else psw.detach()
+        g_weight = g_psw = None
+        if ctx.needs_input_grad[3]:
+            g_psw = _tensor(s.layer(weight).per_sample_weights_backward(ids, offsets, dy))
+        if ctx.needs_input_grad[0]:
+            g = _bag_table_grad(ctx, s, dy, ids, offsets, psw)
+            if s.accumulate == "carry" or (s.sparse and weight.grad is None):
+                weight.grad = g  # as Embedding's: nothing for autograd to add
+            else:
+                g_weight = g
+        return g_weight, None, None, g_psw, None
+
+
+class EmbeddingBag(torch.nn.Module):
+    """``torch.nn.EmbeddingBag`` with kembed's gradient: the same constructor,
+    ``from_pretrained``, forward (``input``, ``offsets``, ``per_sample_weights``),
+    ``weight`` Parameter and ``sparse=True`` gradients; plus kembed's ``numerics`` (its
+    numeric mode: torch's ``mode`` is the pooling here), ``plan``, ``backend`` and
+    ``accumulate`` ("add", or "carry": microbatches of whole bags reproduce the whole
+    batch's gradient)."""
+
+    def __init__(self, num_embeddings, embedding_dim, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                 mode="mean", sparse=False, _weight=None, include_last_offset=False, padding_idx=None, device=None,
+                 dtype=None, *, numerics="identical", plan="auto", backend="default", accumulate="add"):
+        super().__init__()
+        padding_idx = _module_checks(num_embeddings, padding_idx, device, dtype, accumulate)
+        # The settings are checked by the C++ layer once, here (the table comes later).
+        _bag_layer(num_embeddings, embedding_dim, None, False, mode, include_last_offset, padding_idx, max_norm,
+                   norm_type, scale_grad_by_freq, sparse, numerics, plan, backend)
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.max_norm, self.norm_type, self.scale_grad_by_freq = max_norm, norm_type, scale_grad_by_freq
+        self.mode, self.sparse, self.include_last_offset = mode, sparse, include_last_offset
+        self.padding_idx, self.numerics, self.plan = padding_idx, numerics, plan
+        self.backend, self.accumulate = backend, accumulate
+        _set_weight(self, _weight, False, device)
+        self._settings = _BagSettings(self)
+
+    def reset_parameters(self):
+        """As torch's: N(0, 1) from torch's generator, the padding row zero."""
+        _reset(self)
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                        mode="mean", sparse=False, include_last_offset=False, padding_idx=None, *,
+                        numerics="identical", plan="auto", backend="default", accumulate="add"):
+        """As ``torch.nn.EmbeddingBag.from_pretrained``: the module's Parameter is ``embeddings``."""
+        if embeddings.dim() != 2:
+            raise ValueError("kembed: embeddings must be 2-D (num_embeddings, embedding_dim)")
+        v, d = embeddings.shape
+        bag = cls(v, d, max_norm, norm_type, scale_grad_by_freq, mode, sparse, embeddings, include_last_offset,
+                  padding_idx, numerics=numerics, plan=plan, backend=backend, accumulate=accumulate)
+        bag.weight.requires_grad = not freeze
+        return bag
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        if input.is_floating_point() or input.dtype == torch.bool:
+            raise TypeError(f"kembed: input must hold integers, got {input.dtype}; a float id is refused "
+                            "rather than truncated")
+        return _Bags.apply(self.weight, input, offsets, per_sample_weights, self._settings)
+
+    def extra_repr(self):
+        return f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}{_repr_options(self)}, " \
+               f"numerics={self.numerics!r}, accumulate={self.accumulate!r}"

@@ -123,7 +123,7 @@ void require_integers(AnyArray const& a, char const* name) {
 
 }  // namespace
 
-void require_place(AnyArray const& a, char const* name, Layer const* layer) {
+void require_place(AnyArray const& a, char const* name, Place const* layer) {
   if (on_cpu(a) || (layer && a.device_type() == layer->device_type())) return;
   std::string const where = device_name(a.device_type()) + ":" + std::to_string(a.device_id());
   std::string const host_only = host_backends();
@@ -157,7 +157,7 @@ void require_direct_on_device(AnyArray const& a, char const* name, bool ok) {
 }
 
 // Host bytes into the layer's memory, when the layer is on a device.
-Buffer upload_for(Layer const& layer, void const* host, std::size_t bytes) {
+Buffer upload_for(Place const& layer, void const* host, std::size_t bytes) {
   auto b = layer.new_buffer(bytes);
   layer.upload(b.data, host, bytes);
   ++copies;
@@ -166,7 +166,7 @@ Buffer upload_for(Layer const& layer, void const* host, std::size_t bytes) {
 
 }  // namespace
 
-IdsIn take_ids(AnyArray const& a, std::int64_t v, Layer const& layer) {
+IdsIn take_ids(AnyArray const& a, std::int64_t v, Place const& layer) {
   require_place(a, "ids", &layer);
   require_integers(a, "ids");
   IdsIn in;
@@ -191,7 +191,7 @@ IdsIn take_ids(AnyArray const& a, std::int64_t v, Layer const& layer) {
   return in;
 }
 
-FloatsIn take_floats(AnyArray const& a, char const* name, Layer const* layer) {
+FloatsIn take_floats(AnyArray const& a, char const* name, Place const* layer) {
   require_place(a, name, layer);
   auto const t = a.dtype();
   if (!is_float32(t))
@@ -233,8 +233,7 @@ std::vector<std::int64_t> take_int64s(AnyArray const& a, char const* name) {
   return widen(a, std::numeric_limits<std::int64_t>::max(), name);
 }
 
-float* take_out(nb::ndarray<> const& a, std::vector<std::int64_t> const& shape, char const* name,
-               Layer const& layer) {
+float* take_out(nb::ndarray<> const& a, std::vector<std::int64_t> const& shape, char const* name, Place const& layer) {
   AnyArray const view(a);
   bool const here = layer.device_type() == dlpack_cpu ? on_cpu(view) : view.device_type() == layer.device_type();
   if (!here) {

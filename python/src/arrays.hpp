@@ -34,18 +34,18 @@ struct FloatsIn {
 // layer on their device and refused by name anywhere else. Without a layer: host only.
 // ids of any integer dtype and shape on the host (C-order int32/int64 on a device);
 // `v` names the range for ids past int64.
-IdsIn take_ids(AnyArray const& a, std::int64_t v, Layer const& layer);
+IdsIn take_ids(AnyArray const& a, std::int64_t v, Place const& layer);
 // float32 of any shape; `name` is the argument in messages.
-FloatsIn take_floats(AnyArray const& a, char const* name, Layer const* layer = nullptr);
+FloatsIn take_floats(AnyArray const& a, char const* name, Place const* layer = nullptr);
 // A borrowed table (kembed.torch's Parameter): C-order float32, host or device, in place.
 float* take_borrowed(AnyArray const& a, std::vector<std::int64_t>& shape);
 // A 1-D int64-valued host array (counts, sparse rows) of any integer dtype.
 std::vector<std::int64_t> take_int64s(AnyArray const& a, char const* name);
 // An `out=` array: writable, C-order float32 of exactly `shape`, in the layer's memory;
 // else TypeError or ValueError (never converted: the result would go to a copy).
-float* take_out(nb::ndarray<> const& a, std::vector<std::int64_t> const& shape, char const* name, Layer const& layer);
+float* take_out(nb::ndarray<> const& a, std::vector<std::int64_t> const& shape, char const* name, Place const& layer);
 // The layer's device type, if the array is somewhere else: TypeError naming both.
-void require_place(AnyArray const& a, char const* name, Layer const* layer);
+void require_place(AnyArray const& a, char const* name, Place const* layer);
 // How many inputs were copied since the module loaded.
 long input_copies();
 

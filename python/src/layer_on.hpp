@@ -14,8 +14,10 @@
 
 namespace kembed::python {
 
-template <class Space>
-class LayerOn final : public Layer {
+// Place's calls on one execution space, for a layer interface `Base`.
+template <class Space, class Base>
+class PlaceOn : public Base {
+ protected:
   using Memory = typename Space::memory_space;
   static constexpr bool on_host = std::is_same<Memory, Kokkos::HostSpace>::value;
   using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
@@ -26,14 +28,11 @@ class LayerOn final : public Layer {
   using Bytes = Kokkos::View<char*, Memory, Unmanaged>;
   using HostBytes = Kokkos::View<char*, Kokkos::HostSpace, Unmanaged>;
 
- public:
-  LayerOn(char const* name, std::int64_t v, std::int64_t d, float* weight, bool borrowed, Options const& options)
-      : name_(name), layer_(make(v, d, weight, borrowed, options)) {}
+  explicit PlaceOn(char const* name) : name_(name) {}
 
-  Config const& config() const override { return layer_.config(); }
+ public:
   char const* backend() const override { return name_; }
   int device_type() const override { return on_host ? dlpack_cpu : dlpack_cuda; }
-  Plan plan_for(std::int64_t positions) const override { return layer_.plan_for(positions); }
 
   Buffer new_buffer(std::size_t bytes) const override {
     Kokkos::View<char*, Memory> b(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::python::buffer"),
@@ -54,6 +53,30 @@ class LayerOn final : public Layer {
                       Bytes(static_cast<char*>(const_cast<void*>(from)), bytes));
     space_.fence();
   }
+
+ protected:
+  char const* name_;
+  Space space_;
+};
+
+template <class Space>
+class LayerOn final : public PlaceOn<Space, Layer> {
+  using Base = PlaceOn<Space, Layer>;
+  using Base::on_host;
+  using Base::space_;
+  using typename Base::ConstCounts;
+  using typename Base::ConstMatrix;
+  using typename Base::Counts;
+  using typename Base::Matrix;
+  using typename Base::Memory;
+  using typename Base::Unmanaged;
+
+ public:
+  LayerOn(char const* name, std::int64_t v, std::int64_t d, float* weight, bool borrowed, Options const& options)
+      : Base(name), layer_(make(v, d, weight, borrowed, options)) {}
+
+  Config const& config() const override { return layer_.config(); }
+  Plan plan_for(std::int64_t positions) const override { return layer_.plan_for(positions); }
 
   void forward(Ids const& ids, float* y) const override {
     with_ids(ids, [&](auto const& view) { layer_.forward(space_, view, Matrix(y, ids.size, d())); });
@@ -83,7 +106,7 @@ class LayerOn final : public Layer {
     if constexpr (on_host)
       std::copy(c.begin(), c.end(), out);
     else
-      upload(out, c.data(), c.size() * sizeof(std::int64_t));
+      this->upload(out, c.data(), c.size() * sizeof(std::int64_t));
   }
   void weight(float* out) const override {
     Kokkos::deep_copy(space_, Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Unmanaged>(
@@ -141,8 +164,6 @@ class LayerOn final : public Layer {
       f(Kokkos::View<std::int32_t const*, Memory, Unmanaged>(static_cast<std::int32_t const*>(ids.data), ids.size));
   }
 
-  char const* name_;
-  Space space_;
   Embedding<Space> layer_;
 };
 

@@ -2,6 +2,7 @@
 // kembed::Embedding and kembed::io; argument checks are the C++ layer's own, and its
 // errors become Python's (docs/PYTHON.md, Errors).
 #include "arrays.hpp"
+#include "bindings.hpp"
 #include "layer.hpp"
 
 #include <kembed/core/build_info.hpp>
@@ -22,19 +23,6 @@ using namespace nb::literals;
 namespace kembed::python {
 namespace {
 
-Options options_from(std::optional<std::int64_t> padding_idx, std::string const& plan, std::string const& mode,
-                     std::optional<double> max_norm, double norm_type, std::string const& scale, bool sparse) {
-  Options o;
-  o.padding_idx = padding_idx;
-  o.plan = parse_plan(plan);
-  o.mode = parse_mode(mode);
-  o.max_norm = max_norm;
-  o.norm_type = norm_type;
-  o.scale_grad_by_freq = parse_freq_scale(scale);
-  o.sparse = sparse;
-  return o;
-}
-
 // The Layer Python holds. Its table is its own copy, unless `borrowed` (then `keep`
 // holds the caller's array while the layer lives).
 struct PyLayer {
@@ -53,18 +41,9 @@ struct PyLayer {
   Buffer fresh(std::int64_t rows, std::int64_t cols, std::size_t item = sizeof(float)) const {
     return layer->new_buffer(std::size_t(checked_mul(rows, cols, "result")) * item);
   }
-  // batch_counts (V entries) in the layer's memory; `keep` holds them for the call.
   std::int64_t const* batch_counts(std::optional<AnyArray> const& a, std::vector<std::int64_t>& host,
                                    Buffer& keep) const {
-    if (!a) return nullptr;
-    host = take_int64s(*a, "batch_counts");
-    if (static_cast<std::int64_t>(host.size()) != v())
-      throw InvalidArgument("batch_counts", "batch_counts has " + std::to_string(host.size()) + " entries, want " +
-                                                std::to_string(v()) + " (num_embeddings)");
-    if (device() == dlpack_cpu) return host.data();
-    keep = layer->new_buffer(host.size() * sizeof(std::int64_t));
-    layer->upload(keep.data, host.data(), host.size() * sizeof(std::int64_t));
-    return static_cast<std::int64_t const*>(keep.data);
+    return batch_counts_in(*layer, v(), a, host, keep);
   }
 };
 
@@ -72,31 +51,9 @@ PyLayer make(std::string const& backend, std::int64_t v, std::int64_t d, std::op
              bool borrowed, std::optional<std::int64_t> padding_idx, std::string const& plan, std::string const& mode,
              std::optional<double> max_norm, double norm_type, std::string const& scale, bool sparse) {
   auto const options = options_from(padding_idx, plan, mode, max_norm, norm_type, scale, sparse);
-  PyLayer out;
-  if (!weight) {
-    out.layer = make_layer(backend, v, d, nullptr, false, options);
-    return out;
-  }
-  if (borrowed) {  // kembed.torch's Parameter, on the host or the backend's device
-    std::vector<std::int64_t> shape;
-    float* table = take_borrowed(*weight, shape);
-    check_table_shape("weight", Shape(shape), v, d);
-    {
-      nb::gil_scoped_release release;
-      out.layer = make_layer(backend, v, d, table, true, options);
-    }
-    require_place(*weight, "weight", out.layer.get());
-    bool const host_table = weight->device_type() == nb::device::cpu::value;
-    if (host_table != (out.device() == dlpack_cpu))
-      throw nb::type_error(("kembed: the table is on the host but backend " + backend + " runs on a device").c_str());
-    out.keep = nb::cast(*weight);
-    return out;
-  }
-  auto const w = take_floats(*weight, "weight");  // a host table, copied by the layer
-  check_table_shape("weight", Shape(w.shape), v, d);
-  nb::gil_scoped_release release;
-  out.layer = make_layer(backend, v, d, const_cast<float*>(w.data), false, options);
-  return out;
+  return hold_layer<PyLayer>(backend, v, d, weight, borrowed, [&](float* table, bool borrow) {
+    return make_layer(backend, v, d, table, borrow, options);
+  });
 }
 
 nb::object forward(PyLayer const& self, AnyArray const& ids_array, std::optional<nb::ndarray<>> const& out) {
@@ -119,11 +76,7 @@ nb::object backward(PyLayer const& self, AnyArray const& ids_array, AnyArray con
                     std::optional<nb::ndarray<>> const& out) {
   auto const ids = take_ids(ids_array, self.v(), *self.layer);
   auto const dy = self.dy_for(dy_array, ids);
-  FloatsIn carry;
-  if (carry_array) {
-    carry = take_floats(*carry_array, "grad", self.layer.get());
-    check_table_shape("grad", Shape(carry.shape), self.v(), self.d());
-  }
+  auto const carry = dense_carry_in(*self.layer, self.v(), self.d(), carry_array);
   std::vector<std::int64_t> batch_host;
   Buffer batch_keep;
   auto const* batch_counts = self.batch_counts(batch, batch_host, batch_keep);
@@ -143,19 +96,7 @@ nb::object backward_sparse(PyLayer const& self, AnyArray const& ids_array, AnyAr
                            std::optional<AnyArray> const& carry_counts, std::optional<AnyArray> const& batch) {
   auto const ids = take_ids(ids_array, self.v(), *self.layer);
   auto const dy = self.dy_for(dy_array, ids);
-  std::optional<SparseGradient> carry;
-  if (carry_rows || carry_values) {
-    if (!carry_rows || !carry_values)
-      throw InvalidArgument("grad", "a sparse carry needs both its rows and its values");
-    carry.emplace();
-    carry->num_embeddings = self.v();
-    carry->embedding_dim = self.d();
-    carry->rows = take_int64s(*carry_rows, "grad.rows");
-    auto values = take_floats(*carry_values, "grad.values");  // on the host, as the result
-    carry->values.assign(values.data, values.data + carry_values->size());  // checked against rows x d
-    carry->counts = carry_counts ? take_int64s(*carry_counts, "grad.counts")
-                                 : std::vector<std::int64_t>(carry->rows.size(), 0);
-  }
+  auto const carry = sparse_carry_in(self.v(), self.d(), carry_rows, carry_values, carry_counts);
   std::vector<std::int64_t> batch_host;
   Buffer batch_keep;
   auto const* batch_counts = self.batch_counts(batch, batch_host, batch_keep);
@@ -164,9 +105,7 @@ nb::object backward_sparse(PyLayer const& self, AnyArray const& ids_array, AnyAr
     nb::gil_scoped_release release;
     g = self.layer->backward_sparse(ids.ids, dy.data, carry ? &*carry : nullptr, batch_counts);
   }
-  auto const n = g.size();
-  return nb::make_tuple(to_numpy(std::move(g.rows), {n}), to_numpy(std::move(g.values), {n, self.d()}),
-                        to_numpy(std::move(g.counts), {n}));
+  return sparse_out(std::move(g));
 }
 
 nb::object counts(PyLayer const& self, AnyArray const& ids_array) {
@@ -179,17 +118,53 @@ nb::object counts(PyLayer const& self, AnyArray const& ids_array) {
   return to_array<std::int64_t>(std::move(out), {self.v()}, self.device());
 }
 
-nb::object weight(PyLayer const& self) {
-  std::vector<float> out(static_cast<std::size_t>(self.v() * self.d()));
-  self.layer->weight(out.data());
-  return to_numpy(std::move(out), {self.v(), self.d()});
+}  // namespace
+
+Options options_from(std::optional<std::int64_t> padding_idx, std::string const& plan, std::string const& mode,
+                     std::optional<double> max_norm, double norm_type, std::string const& scale, bool sparse) {
+  Options o;
+  o.padding_idx = padding_idx;
+  o.plan = parse_plan(plan);
+  o.mode = parse_mode(mode);
+  o.max_norm = max_norm;
+  o.norm_type = norm_type;
+  o.scale_grad_by_freq = parse_freq_scale(scale);
+  o.sparse = sparse;
+  return o;
 }
 
-void set_weight(PyLayer& self, AnyArray const& w_array) {
-  auto const w = take_floats(w_array, "weight");
-  check_table_shape("weight", Shape(w.shape), self.v(), self.d());
-  nb::gil_scoped_release release;
-  self.layer->set_weight(w.data);
+std::int64_t const* batch_counts_in(Place const& layer, std::int64_t v, std::optional<AnyArray> const& a,
+                                    std::vector<std::int64_t>& host, Buffer& keep) {
+  if (!a) return nullptr;
+  host = take_int64s(*a, "batch_counts");
+  if (static_cast<std::int64_t>(host.size()) != v)
+    throw InvalidArgument("batch_counts", "batch_counts has " + std::to_string(host.size()) + " entries, want " +
+                                              std::to_string(v) + " (num_embeddings)");
+  if (layer.device_type() == dlpack_cpu) return host.data();
+  keep = layer.new_buffer(host.size() * sizeof(std::int64_t));
+  layer.upload(keep.data, host.data(), host.size() * sizeof(std::int64_t));
+  return static_cast<std::int64_t const*>(keep.data);
+}
+
+std::optional<SparseGradient> sparse_carry_in(std::int64_t v, std::int64_t d, std::optional<AnyArray> const& rows,
+                                              std::optional<AnyArray> const& values,
+                                              std::optional<AnyArray> const& counts) {
+  if (!rows && !values) return std::nullopt;
+  if (!rows || !values) throw InvalidArgument("grad", "a sparse carry needs both its rows and its values");
+  std::optional<SparseGradient> carry(std::in_place);
+  carry->num_embeddings = v;
+  carry->embedding_dim = d;
+  carry->rows = take_int64s(*rows, "grad.rows");
+  auto const host = take_floats(*values, "grad.values");        // on the host, as the result
+  carry->values.assign(host.data, host.data + values->size());  // checked against rows x d
+  carry->counts = counts ? take_int64s(*counts, "grad.counts") : std::vector<std::int64_t>(carry->rows.size(), 0);
+  return carry;
+}
+
+nb::object sparse_out(SparseGradient&& g) {
+  auto const n = g.size(), d = g.embedding_dim;
+  return nb::make_tuple(to_numpy(std::move(g.rows), {n}), to_numpy(std::move(g.values), {n, d}),
+                        to_numpy(std::move(g.counts), {n}));
 }
 
 nb::dict settings(Config const& c) {
@@ -205,6 +180,8 @@ nb::dict settings(Config const& c) {
   s["sparse"] = c.sparse;
   return s;
 }
+
+namespace {
 
 void save(PyLayer const& self, std::string const& path, std::string const& created_by) {
   std::vector<float> w(static_cast<std::size_t>(self.v() * self.d()));
@@ -259,13 +236,15 @@ NB_MODULE(_kembed, m) {
       .def("backward_sparse", &backward_sparse, "ids"_a, "dy"_a, "rows"_a.none() = nb::none(),
            "values"_a.none() = nb::none(), "counts"_a.none() = nb::none(), "batch_counts"_a.none() = nb::none())
       .def("counts", &counts, "ids"_a)
-      .def("weight", &weight)
-      .def("set_weight", &set_weight, "weight"_a)
+      .def("weight", &weight_of<PyLayer>)
+      .def("set_weight", &set_weight_of<PyLayer>, "weight"_a)
       .def("settings", [](PyLayer const& l) { return settings(l.layer->config()); })
       .def("backend", [](PyLayer const& l) { return std::string(l.layer->backend()); })
-      .def("plan_for", [](PyLayer const& l, std::int64_t t) { return std::string(kembed::to_string(l.layer->plan_for(t))); })
+      .def("plan_for",
+           [](PyLayer const& l, std::int64_t t) { return std::string(kembed::to_string(l.layer->plan_for(t))); })
       .def("save", &save, "path"_a, "created_by"_a);
   m.def("load", &load, "path"_a);
+  bind_bags(m);
   m.def(
       "empty",
       [](std::vector<std::int64_t> const& shape) {

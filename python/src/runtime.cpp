@@ -92,8 +92,11 @@ std::vector<std::string> backends() {
   return names;
 }
 
-std::unique_ptr<Layer> make_layer(std::string const& backend, std::int64_t v, std::int64_t d, float* weight,
-                                  bool borrowed, Options const& options) {
+namespace {
+
+// Calls f(space, name) on the backend a name chooses ("default": the default host space).
+template <class F>
+auto on_backend(std::string const& backend, F&& f) {
   check_backend(backend);
   start_kokkos();
   std::string name = backend;
@@ -105,15 +108,31 @@ std::unique_ptr<Layer> make_layer(std::string const& backend, std::int64_t v, st
 #endif
   }
 #if defined(KOKKOS_ENABLE_OPENMP)
-  if (name == "openmp") return make_layer_on<Kokkos::OpenMP>("openmp", v, d, weight, borrowed, options);
+  if (name == "openmp") return f(Kokkos::OpenMP(), "openmp");
 #endif
 #if defined(KOKKOS_ENABLE_SERIAL)
-  if (name == "serial") return make_layer_on<Kokkos::Serial>("serial", v, d, weight, borrowed, options);
+  if (name == "serial") return f(Kokkos::Serial(), "serial");
 #endif
 #if defined(KOKKOS_ENABLE_CUDA)
-  if (name == "cuda") return make_layer_on<Kokkos::Cuda>("cuda", v, d, weight, borrowed, options);
+  if (name == "cuda") return f(Kokkos::Cuda(), "cuda");
 #endif
   throw InvalidArgument("backend", "backend '" + backend + "' has no Python layer in this build (docs/PYTHON.md, Devices)");
+}
+
+}  // namespace
+
+std::unique_ptr<Layer> make_layer(std::string const& backend, std::int64_t v, std::int64_t d, float* weight,
+                                  bool borrowed, Options const& options) {
+  return on_backend(backend, [&](auto space, char const* name) -> std::unique_ptr<Layer> {
+    return make_layer_on<decltype(space)>(name, v, d, weight, borrowed, options);
+  });
+}
+
+std::unique_ptr<BagLayer> make_bag_layer(std::string const& backend, std::int64_t v, std::int64_t d, float* weight,
+                                         bool borrowed, BagOptions const& options) {
+  return on_backend(backend, [&](auto space, char const* name) -> std::unique_ptr<BagLayer> {
+    return make_bag_layer_on<decltype(space)>(name, v, d, weight, borrowed, options);
+  });
 }
 
 }  // namespace kembed::python
