@@ -205,6 +205,34 @@ TEST(EmbeddingBag, BackwardIsTheOracleForEveryPoolingPlanAndMode) {
             }
 }
 
+// The host's two copies of the bag kernels and of the scaled folds (baseline, and
+// AVX2 with FMA: detail::run_for) give the oracle's bits, whichever the CPU picks.
+TEST(EmbeddingBag, BothHostIsaCopiesEqualTheOracles) {
+  std::int64_t const v = 200, d = 37, bags = 60;
+  auto const table = test::table_for(v, d);
+  auto const call = random_call(v, bags, 25, 13);
+  auto const dy = dy_for(bags, d, 6);
+  auto const t = std::int64_t(call.ids.size());
+  IdsRef const ids(call.ids), offsets(call.offsets);
+  for (char const* isa : {"baseline", "avx2"})
+    for (auto pooling : {Pooling::sum, Pooling::mean, Pooling::max}) {
+      test::ScopedEnv env("KEMBED_HOST_ISA", isa);
+      SCOPED_TRACE(std::string(isa) + " " + std::string(to_string(pooling)));
+      BagOptions o;
+      o.pooling = pooling;
+      o.embedding.padding_idx = 3;
+      if (pooling == Pooling::mean) o.embedding.scale_grad_by_freq = FreqScale::call;
+      Layer const layer(v, d, FloatsRef(table.data(), Shape{v, d}), o);
+      bool const weighted = pooling == Pooling::sum;
+      FloatsRef const w = weighted ? FloatsRef(call.weights.data(), Shape{t}) : FloatsRef{};
+      reference::BagCall const ref{ids, make_bags(Shape{t}, &offsets, false), weighted ? call.weights.data() : nullptr};
+      EXPECT_TRUE(
+          same_bits(layer.forward(ids, &offsets, w), reference::bag_forward(table.data(), layer.config(), ref)));
+      EXPECT_TRUE(same_bits(layer.backward(ids, &offsets, FloatsRef(dy.data(), Shape{bags, d}), w).values,
+                            reference::bag_backward_identical(table.data(), layer.config(), ref, dy.data(), nullptr)));
+    }
+}
+
 // A sparse carry listing every third row.
 SparseGradient sparse_carry_for(std::int64_t v, std::int64_t d, std::uint64_t seed) {
   auto const values = dy_for(v, d, seed);

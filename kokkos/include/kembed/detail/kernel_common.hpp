@@ -196,18 +196,20 @@ KOKKOS_INLINE_FUNCTION void stream_fence() {
 }
 
 // Host loops compiled twice on x86-64: for the baseline (SSE2) the build targets,
-// and for AVX2, picked at run time. Each is one IEEE addition per term in the same
-// order (no FMA: nothing here multiplies), so both give the same bits; AVX2 halves
-// the instructions of the folds, which are not memory-bound when the gradient
-// slice sits in cache (measured 20-25% at d = 512 on one core). Builds that already
-// target AVX2 (-march=...) need no second copy.
+// and for AVX2 with FMA, picked at run time. Each is one IEEE addition per term in the
+// same order, and a fused multiply-add only where the contract has one (fma_rn: a
+// libm call in the baseline copy, an instruction here; kembed::core's public
+// -ffp-contract=off fuses nothing else), so both give the same bits; AVX2 halves the instructions of the
+// folds, which are not memory-bound when the gradient slice sits in cache (measured
+// 20-25% at d = 512 on one core). Builds that already target AVX2 (-march=...) need
+// no second copy.
 #if defined(KEMBED_HOST_STREAM_STORES) && defined(__x86_64__) && defined(__GNUC__) && !defined(__AVX2__) && \
     !defined(__CUDACC__) && !defined(__HIPCC__) && !defined(__SYCL_DEVICE_ONLY__)
 #define KEMBED_HOST_AVX2_CLONES 1
 // flatten: the body (and the view accessors it calls) is inlined here, so the
 // compiler vectorises it for AVX2.
 template <class Body>
-__attribute__((target("avx2"), flatten, noinline)) void run_avx2(Body const& body) {
+__attribute__((target("avx2,fma"), flatten, noinline)) void run_avx2(Body const& body) {
   body();
 }
 #endif
@@ -229,7 +231,7 @@ inline HostIsa host_isa() {
 #if defined(__AVX2__)
   return HostIsa::avx2;  // the whole build targets it: there is one copy
 #elif defined(KEMBED_HOST_AVX2_CLONES)
-  if (baseline || !__builtin_cpu_supports("avx2")) return HostIsa::baseline;
+  if (baseline || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return HostIsa::baseline;
   return HostIsa::avx2;
 #else
   return HostIsa::baseline;
