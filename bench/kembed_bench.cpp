@@ -5,10 +5,12 @@
 //   kembed-bench [--backend NAME] [--threads N] [--quick] [--csv FILE]
 //                [--rows V] [--dim d] [--positions T]   (restricts the grid to one value)
 //   kembed-bench --inputs DIR --rows V --dim d     (times one batch given as raw files,
-//                                                   for scripts/bench_peers.py)
-#include <kembed/core/synthetic.hpp>
+//                                                   for scripts/bench_peers.py;
+//                [--bags B --pooling P --weighted]  a bag batch, for scripts/bench_bags.py)
 #include <kembed/backends.hpp>
+#include <kembed/core/synthetic.hpp>
 #include <kembed/embedding.hpp>
+#include <kembed/embedding_bag.hpp>
 #include <kembed/io/sha256.hpp>
 
 #include "bound.hpp"
@@ -288,13 +290,71 @@ int inputs(std::string const& dir, long long v, long long d, long long t) {
   return 0;
 }
 
+// One bag batch from raw files (ids.i64, offsets.i64: B starts, dy.f32: B x d,
+// table.f32, weights.f32 with --weighted): the pooled forward and the backward into
+// buffers kept across calls, each beside a memcpy of the bytes its access pattern
+// must move, as one JSON line.
+template <class Space>
+int bag_inputs(std::string const& dir, long long v, long long d, long long t, long long b, std::string const& pooling,
+               bool weighted) {
+  using Layer = kembed::EmbeddingBag<Space>;
+  using M = typename Space::memory_space;
+  Space space;
+  auto const load = [&](auto tag, char const* name, std::size_t n) {  // a view of its own (not the host vector's)
+    std::vector<decltype(tag)> h(n);
+    read_raw(dir + "/" + name, h.data(), n);
+    Kokkos::View<decltype(tag)*, M> out(std::string(name), n);
+    Kokkos::deep_copy(out, Kokkos::View<decltype(tag) const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(h.data(), n));
+    return out;
+  };
+  typename Layer::ids64_type const ids = load(std::int64_t(), "ids.i64", std::size_t(t));
+  typename Layer::offsets_type const offsets = load(std::int64_t(), "offsets.i64", std::size_t(b));
+  typename Layer::weights_type weights;
+  if (weighted) weights = load(0.0f, "weights.f32", std::size_t(t));
+  auto const dy_m = kembed::make_matrix(space, "dy", b, d);
+  auto const dy_h = Kokkos::create_mirror_view(dy_m);
+  read_raw(dir + "/dy.f32", dy_h.data(), dy_h.size());
+  Kokkos::deep_copy(dy_m, dy_h);
+  std::vector<float> table_h(static_cast<std::size_t>(v * d));
+  read_raw(dir + "/table.f32", table_h.data(), table_h.size());
+  kembed::BagOptions options;
+  options.pooling = kembed::parse_pooling(pooling);
+  Layer layer(space, v, d, kembed::FloatsRef(table_h.data(), kembed::Shape{v, d}), options);
+  std::vector<float>().swap(table_h);
+  auto const y = kembed::make_matrix(space, "y", b, d), grad = kembed::make_matrix(space, "grad", v, d);
+  double const fwd = best_seconds([&] {
+    layer.forward(space, ids, offsets, y, weights);
+    space.fence();
+  });
+  double const bwd = best_seconds([&] {
+    layer.backward(space, ids, offsets, dy_m, grad, {}, {}, weights);
+    space.fence();
+  });
+  // Forward: ids and each position's row read, y written; backward: ids and a dy row
+  // per position read (and a weight), the gradient written.
+  double const terms = double(t) * (8 + 4 * double(d) + (weighted ? 4 : 0));
+  Memcpy<Space> copy;
+  double const fwd_copy = copy.seconds(std::size_t(terms + double(b) * double(d) * 4));
+  double const bwd_copy = copy.seconds(std::size_t(terms + double(v) * double(d) * 4));
+  auto const yh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
+  auto const gh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
+  std::printf(
+      "{\"backend\": \"%s\", \"threads\": %d, \"forward_seconds\": %.6g, \"backward_seconds\": %.6g, "
+      "\"memcpy_forward_bytes_seconds\": %.6g, \"memcpy_backward_bytes_seconds\": %.6g, \"y_sha256\": \"%s\", "
+      "\"grad_sha256\": \"%s\"}\n",
+      Space::name(), int(space.concurrency()), fwd, bwd, fwd_copy, bwd_copy,
+      kembed::io::sha256_hex(yh.data(), yh.size() * 4).c_str(),
+      kembed::io::sha256_hex(gh.data(), gh.size() * 4).c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string backend = "default", csv, dir;
+  std::string backend = "default", csv, dir, pooling = "sum";
   int threads = 0;
-  bool quick = false;
-  long long v = 0, d = 0, t = 0;
+  bool quick = false, weighted = false;
+  long long v = 0, d = 0, t = 0, bags = 0;
   for (int i = 1; i < argc; ++i) {
     std::string const a = argv[i];
     auto value = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -314,11 +374,18 @@ int main(int argc, char** argv) {
       d = std::stoll(value());
     else if (a == "--positions")
       t = std::stoll(value());
+    else if (a == "--bags")
+      bags = std::stoll(value());
+    else if (a == "--pooling")
+      pooling = value();
+    else if (a == "--weighted")
+      weighted = true;
     else {
       std::fprintf(stderr,
                    "usage: kembed-bench [--backend NAME] [--threads N] [--quick] [--csv FILE]\n"
                    "                    [--rows V] [--dim d] [--positions T]   (one value of the grid's)\n"
-                   "       kembed-bench --inputs DIR --rows V --dim d --positions T [--backend ...]\n");
+                   "       kembed-bench --inputs DIR --rows V --dim d --positions T [--backend ...]\n"
+                   "                    [--bags B [--pooling sum|mean|max] [--weighted]]   (a bag batch)\n");
       return 2;
     }
   }
@@ -331,7 +398,8 @@ int main(int argc, char** argv) {
   try {
     auto const run = [&](auto space) {
       using Space = decltype(space);
-      return dir.empty() ? grid<Space>(quick, csv, v, d, t) : inputs<Space>(dir, v, d, t);
+      if (dir.empty()) return grid<Space>(quick, csv, v, d, t);
+      return bags > 0 ? bag_inputs<Space>(dir, v, d, t, bags, pooling, weighted) : inputs<Space>(dir, v, d, t);
     };
     // Its bound is a host memcpy: devices have kembed-device-bench.
     return kembed::on_backend(backend, [&](auto space) -> int {

@@ -80,14 +80,8 @@ def worker(kind):
     kind 'reused' or 'fresh' (see the module's docstring)."""
     import numpy as np
     import torch
-    try:
-        if os.environ.get("KEMBED_PEERS_NO_FBGEMM"):
-            raise ImportError("left out by --peers")
-        from fbgemm_gpu.split_table_batched_embeddings_ops_common import PoolingMode
-        from fbgemm_gpu.split_table_batched_embeddings_ops_training import DenseTableBatchedEmbeddingBagsCodegen
-        fbgemm = True
-    except ImportError:
-        fbgemm = False
+    PoolingMode, DenseTableBatchedEmbeddingBagsCodegen = fbgemm_classes()
+    fbgemm = PoolingMode is not None
     s = {}
     for line in sys.stdin:
         cmd = json.loads(line)
@@ -112,7 +106,6 @@ def worker(kind):
             continue
         torch.set_num_threads(cmd["threads"])
         v, d, ids, dy, table = s["v"], s["d"], s["ids"], s["dy"], s["table"]
-        held = {}
         cases = {}
         if kind == "reused":
             y, g = s["y"], s["g"]
@@ -130,20 +123,43 @@ def worker(kind):
             cases["fbgemm", "backward"] = lambda: torch.ops.fbgemm.split_embedding_backward_codegen_dense_cpu(
                 dy, w, m.weights_offsets, m.D_offsets, d, m.hash_size_cumsum, m.total_hash_size_bits, ids, offsets,
                 int(PoolingMode.NONE), None, 0.0).view(v, d)
-        out = {}
         with torch.no_grad():
-            for (peer, op), f in cases.items():
-                def call():
-                    held.clear()  # the last output goes first, so that a kept page can serve the next
-                    held["out"] = f()
-                seconds, faults = best(call)
-                out[f"{peer}/{op}"] = {"seconds": seconds, "faults_per_call": faults, "sha256": digest(held["out"])}
-                held.clear()
-        print(json.dumps(out), flush=True)
+            print(json.dumps(time_cases(cases)), flush=True)
+
+
+def fbgemm_classes():
+    """FBGEMM's PoolingMode and dense TBE module, or (None, None) where it is not
+    installed or --peers leaves it out."""
+    try:
+        if os.environ.get("KEMBED_PEERS_NO_FBGEMM"):
+            raise ImportError("left out by --peers")
+        from fbgemm_gpu.split_table_batched_embeddings_ops_common import PoolingMode
+        from fbgemm_gpu.split_table_batched_embeddings_ops_training import DenseTableBatchedEmbeddingBagsCodegen
+        return PoolingMode, DenseTableBatchedEmbeddingBagsCodegen
+    except ImportError:
+        return None, None
+
+
+def time_cases(cases, grad_ops=()):
+    """Each case timed (best()), its output's SHA-256 taken: {"peer/op": {...}}. Ops in
+    grad_ops run with autograd on."""
+    import torch
+    out, held = {}, {}
+    for (peer, op), f in cases.items():
+        def call():
+            held.clear()  # the last output goes first, so that a kept page can serve the next
+            held["out"] = f()
+        with torch.set_grad_enabled(op in grad_ops):
+            seconds, faults = best(call)
+        out[f"{peer}/{op}"] = {"seconds": seconds, "faults_per_call": faults, "sha256": digest(held["out"])}
+        held.clear()
+    return out
 
 
 class Peer:
-    def __init__(self, kind, fbgemm=True):
+    """A worker process of `script` (this one's, or bench_bags.py's) of one kind."""
+
+    def __init__(self, kind, fbgemm=True, script=__file__):
         env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
         if kind == "reused":
             env.update(KEPT)
@@ -152,7 +168,7 @@ class Peer:
         self.kind = kind
         self.allocator = "glibc, freed pages kept" if kind == "reused" else "glibc"
         # A peer gets every CPU whatever this process's mask (a parent's OMP_PROC_BIND).
-        self.proc = subprocess.Popen([sys.executable, __file__, "--worker", kind], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, script, "--worker", kind], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, env=env,
                                      preexec_fn=lambda: os.sched_setaffinity(0, ALL_CPUS))
 
@@ -176,10 +192,10 @@ def zipf_ids(rng, v, t, s=1.1):
     return np.minimum(np.searchsorted(cdf, rng.random(t) * cdf[-1], side="right"), v - 1).astype(np.int64)
 
 
-def write_csv(path, rows):
+def write_csv(path, rows, fields=FIELDS):
     tmp = path + ".tmp"
     with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
         w.writerows(rows)
     os.replace(tmp, path)
