@@ -46,8 +46,10 @@ int backward(BackwardArgs const& args) {
   job::Observer observer;
   observer.name = flag_of;
   observer.log = [&](std::string const& text) { console.log(text); };
+  std::string unit = "positions";
+  observer.unit = [&](std::string const& u) { unit = u; };
   observer.progress = [&](std::int64_t done, std::int64_t total, std::int64_t start) {
-    if (!progress) progress.emplace("backward", total, start);
+    if (!progress) progress.emplace("backward", total, start, unit);
     progress->update(done);
     if (done == total) progress->finish();
   };
@@ -62,16 +64,26 @@ int backward(BackwardArgs const& args) {
     r = job::run_backward(space, job::OneProcess(), args, observer);
   }
   if (console.muted()) return Exit::ok;  // another rank than the first: it reports
-  double const done = double(r.positions - r.resumed_from);
+  // Positions folded by this process (a bag job resumes at a bag: its positions are not known here).
+  double const done = double(r.positions - (r.bags > 0 ? 0 : r.resumed_from));
   std::printf("run file:   %s\n", r.out.c_str());
   std::printf("gradient:   %s x %s, SHA-256 %s\n", with_commas(r.rows).c_str(), with_commas(r.cols).c_str(),
               r.gradient_sha256.c_str());
   std::string const where = r.backend + " with " + std::to_string(r.threads) + " thread(s)" +
                             (r.ranks > 1 ? " on each of " + std::to_string(r.ranks) + " MPI ranks" : "");
-  std::printf("positions:  %s in %s microbatches of %s (%s, plan %s, mode %s, %s)\n", with_commas(r.positions).c_str(),
-              with_commas(r.microbatches).c_str(), with_commas(r.microbatch_size).c_str(),
-              r.resumed_from ? ("resumed at " + with_commas(r.resumed_from)).c_str() : "one pass",
-              r.plan_used.c_str(), r.mode.c_str(), where.c_str());
+  std::string const resumed = r.resumed_from ? "resumed at " + with_commas(r.resumed_from) : "one pass";
+  if (r.bags > 0)
+    std::printf(
+        "bags:       %s bags of %s positions, pooling %s, in %s microbatches of %s bags (%s, plan %s, mode %s, "
+        "%s)\n",
+        with_commas(r.bags).c_str(), with_commas(r.positions).c_str(), r.pooling.c_str(),
+        with_commas(r.microbatches).c_str(), with_commas(r.microbatch_size).c_str(), resumed.c_str(),
+        r.plan_used.c_str(), r.mode.c_str(), where.c_str());
+  else
+    std::printf("positions:  %s in %s microbatches of %s (%s, plan %s, mode %s, %s)\n",
+                with_commas(r.positions).c_str(), with_commas(r.microbatches).c_str(),
+                with_commas(r.microbatch_size).c_str(), resumed.c_str(), r.plan_used.c_str(), r.mode.c_str(),
+                where.c_str());
   double const total_here = since(t_start);
   std::printf(
       "time:       %s backward, %s reading, %s writing, %s total (%.3g positions/s reading and folding, %.3g end to "

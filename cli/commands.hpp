@@ -29,6 +29,9 @@ struct MakeBatchArgs {
   std::int64_t dim = 0;
   std::int64_t vocab = 0;  // 0: the largest id + 1
   std::uint64_t seed = 1;
+  std::int64_t bags = 0;      // a bag batch of B bags cut at random points (dy per bag)
+  std::int64_t bag_size = 0;  // or of bags of L positions (the last may be shorter)
+  bool weighted = false;      // a bag batch with per_sample_weights
 };
 
 struct MakeTableArgs {

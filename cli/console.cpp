@@ -61,8 +61,9 @@ std::int64_t peak_rss_bytes() {
   return job::peak_rss_bytes();
 }
 
-Progress::Progress(std::string what, std::int64_t total, std::int64_t start)
+Progress::Progress(std::string what, std::int64_t total, std::int64_t start, std::string unit)
     : what_(std::move(what)),
+      unit_(std::move(unit)),
       total_(total),
       start_(start),
       last_logged_(start),
@@ -78,8 +79,9 @@ void Progress::update(std::int64_t done) {
   double const eta = rate > 0 ? double(total_ - done) / rate : 0.0;
   double const percent = total_ > 0 ? 100.0 * double(done) / double(total_) : 100.0;
   char line[256];
-  std::snprintf(line, sizeof line, "kembed %s: %s / %s positions (%.1f%%), %.3g positions/s, ETA %s", what_.c_str(),
-                with_commas(done).c_str(), with_commas(total_).c_str(), percent, rate, seconds_text(eta).c_str());
+  std::snprintf(line, sizeof line, "kembed %s: %s / %s %s (%.1f%%), %.3g %s/s, ETA %s", what_.c_str(),
+                with_commas(done).c_str(), with_commas(total_).c_str(), unit_.c_str(), percent, rate, unit_.c_str(),
+                seconds_text(eta).c_str());
   if (console.stderr_is_terminal()) {
     if (std::chrono::duration<double>(now - last_draw_).count() < 0.2 && done < total_) return;
     std::fprintf(stderr, "\r%s\033[K", line);

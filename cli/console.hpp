@@ -38,12 +38,13 @@ class Console {
 // terminal, else one log line per 10% (or per 30 s).
 class Progress {
  public:
-  Progress(std::string what, std::int64_t total, std::int64_t start = 0);
+  // `unit`: what done and total count, plural ("positions", "bags").
+  Progress(std::string what, std::int64_t total, std::int64_t start = 0, std::string unit = "positions");
   void update(std::int64_t done);
   void finish();
 
  private:
-  std::string what_;
+  std::string what_, unit_;
   std::int64_t total_, start_, last_logged_;
   std::chrono::steady_clock::time_point began_, last_draw_;
   bool drawn_ = false;

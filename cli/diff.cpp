@@ -155,6 +155,10 @@ int diff(DiffArgs const& args) {
     c.padding_a = a.padding_idx, c.padding_b = b.padding_idx;
     // Runs differ by the settings their bits depend on (not the plan: a speed choice).
     c.setting_differences = texts(differences(io::settings_of(a), io::settings_of(b), Settings::gradient));
+    if (a.pooling != b.pooling) {  // a bag run's pooling: the gradient depends on it
+      auto const pooled = [](io::RunFile const& r) { return r.pooling ? std::string(to_string(*r.pooling)) : "none"; };
+      c.setting_differences.push_back("pooling: " + pooled(a) + " / " + pooled(b));
+    }
     if (a.rows != b.rows || a.cols != b.cols) {
       c.shapes_differ = true;
     } else {

@@ -48,8 +48,14 @@ int info(std::string const& path, bool check) {
                 run.sparse ? (", sparse: " + with_commas(run.listed_count) + " rows listed").c_str()
                            : "",
                 run.gradient_sha256.c_str());
-    std::printf("  positions  %s in %s microbatches of %s\n", with_commas(run.positions).c_str(),
-                with_commas(run.microbatches).c_str(), with_commas(run.microbatch_size).c_str());
+    if (run.pooling)
+      std::printf("  bags       %s bags of %s positions, pooling %s, in %s microbatches of %s bags\n",
+                  with_commas(run.bags).c_str(), with_commas(run.positions).c_str(),
+                  std::string(to_string(*run.pooling)).c_str(), with_commas(run.microbatches).c_str(),
+                  with_commas(run.microbatch_size).c_str());
+    else
+      std::printf("  positions  %s in %s microbatches of %s\n", with_commas(run.positions).c_str(),
+                  with_commas(run.microbatches).c_str(), with_commas(run.microbatch_size).c_str());
     std::printf("  ran        plan %s (asked: %s), mode %s, %s with %lld thread(s)%s, kembed %s\n",
                 run.plan_used.c_str(), std::string(to_string(run.plan)).c_str(),
                 std::string(to_string(run.numeric_mode)).c_str(), run.backend.c_str(), (long long)run.threads,

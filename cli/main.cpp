@@ -155,7 +155,10 @@ void start_ranks(bool backward, std::optional<MpiSession>& session) {
 CLI::App* add_backward(CLI::App& app, BackwardArgs& bw) {
   auto* backward = app.add_subcommand("backward", "Gradient of a batch file, in microbatches, into a run file");
   backward->add_option("--table", bw.table, "Table file (kembed-embedding-1)")->required();
-  backward->add_option("--batch", bw.batch, "Batch file: ids (T,) and dy (T, d)")->required();
+  backward
+      ->add_option("--batch", bw.batch,
+                   "Batch file: ids (T,) and dy (T, d); or a bag batch: ids, offsets (B + 1,) and dy (B, d)")
+      ->required();
   backward->add_option("--out", bw.out, "Run file to write (kembed-run-1)")->required();
   backward->add_option("--microbatch", bw.microbatch,
                        "Positions per backward call in mode deterministic, whose sums depend on the split; "
@@ -169,6 +172,15 @@ CLI::App* add_backward(CLI::App& app, BackwardArgs& bw) {
                                        "Padding row as torch takes it: negative counts from the end, -1 is row V-1 "
                                        "(default: the table file's)");
   backward->add_flag("--no-padding", bw.no_padding, "No padding row, whatever the table file says")->excludes(padding);
+  add_setting(
+      backward, "--pooling", bw.pooling,
+      [](std::string const& text) {
+        for (auto p : {kembed::Pooling::sum, kembed::Pooling::mean, kembed::Pooling::max})
+          if (text == kembed::to_string(p)) return p;
+        throw kembed::InvalidArgument("pooling", "--pooling must be sum, mean or max, got '" + text + "'");
+      },
+      "sum, mean or max: how a bag batch's bags pool (torch.nn.EmbeddingBag's mode; default sum); with a bag "
+      "batch, --microbatch and --checkpoint-every count bags");
   backward->add_flag("--sparse", bw.sparse,
                      "Write a row-sparse run file: the rows the batch references, never a (V, d) gradient "
                      "(also when the table file asks for one)");
@@ -241,6 +253,10 @@ CLI::App* add_make_batch(CLI::App& app, MakeBatchArgs& mb) {
   make_batch_cmd->add_option("--repeat", mb.repeat, "Repeat the token stream this many times")->capture_default_str();
   make_batch_cmd->add_option("--vocab", mb.vocab, "Rows the ids index (default: the largest id + 1)");
   make_batch_cmd->add_option("--seed", mb.seed, "Seed of dy (and of --zipf ids)")->capture_default_str();
+  make_batch_cmd->add_option("--bags", mb.bags,
+                             "A bag batch (for EmbeddingBag): B bags cut at random points, dy (B, d)");
+  make_batch_cmd->add_option("--bag-size", mb.bag_size, "Or: bags of L positions each (the last may be shorter)");
+  make_batch_cmd->add_flag("--weighted", mb.weighted, "Give a bag batch per_sample_weights in [-1, 1)");
   return make_batch_cmd;
 }
 

@@ -1,6 +1,8 @@
 // kembed make-batch / make-table: inputs for tests and demos. A batch's ids come
 // from a token stream (a text file of ids, repeated if asked) or a Zipf(1.1)
 // stream; dy is drawn from the seed. Both are written in blocks, crash-safely.
+// A bag batch cuts the positions into bags (at random points or every L positions)
+// and draws one dy row per bag, and weights in [-1, 1) if asked.
 #include "commands.hpp"
 
 #include <cstdlib>
@@ -41,6 +43,58 @@ std::vector<std::int64_t> read_tokens(std::string const& path) {
   return ids;
 }
 
+// Bag b's first position: B - 1 cuts drawn uniformly in [0, T] and sorted (so bags
+// vary in size and some are empty), or every L positions.
+std::vector<std::int64_t> bag_offsets(MakeBatchArgs const& a, std::int64_t t, synthetic::Rng& rng) {
+  std::vector<std::int64_t> offsets;
+  if (a.bag_size > 0) {
+    for (std::int64_t p = 0; p < t; p += a.bag_size) offsets.push_back(p);
+  } else {
+    offsets.push_back(0);
+    for (std::int64_t b = 1; b < a.bags; ++b) offsets.push_back(rng.below(t + 1));
+    std::sort(offsets.begin(), offsets.end());
+  }
+  return offsets;
+}
+
+// A bag batch: ids as a batch of positions has them, offsets, one dy row per bag and,
+// with --weighted, a weight per position; written in blocks of 64 Ki.
+int make_bags(MakeBatchArgs const& a, std::vector<std::int64_t> const& stream, std::int64_t t,
+              io::BatchMeta const& meta) {
+  if ((a.bags > 0) == (a.bag_size > 0) || a.bags < 0 || a.bag_size < 0)
+    throw InvalidArgument("bags", "give one of --bags B (random cuts) or --bag-size L (every L positions), >= 1");
+  synthetic::Rng rng(a.seed);
+  auto const offsets = bag_offsets(a, t, rng);
+  std::int64_t const b = std::int64_t(offsets.size()), cycle = std::int64_t(stream.size()), block = 1 << 16;
+  io::BatchWriter out(a.out, t, a.dim, meta, {}, io::BagShape{b, a.weighted});
+  std::vector<std::int64_t> ids(std::size_t(std::min(block, t)));
+  std::vector<float> values(std::size_t(std::min(block, std::max(t, b)) * a.dim));
+  Progress progress("make-batch", t + b, 0, "ids and bags");
+  for (std::int64_t p = 0; p < t; p += block) {
+    std::int64_t const n = std::min(block, t - p);
+    for (std::int64_t i = 0; i < n; ++i) ids[std::size_t(i)] = stream[std::size_t((p + i) % cycle)];
+    out.write(p, n, ids.data(), nullptr);
+    progress.update(p + n);
+  }
+  for (std::int64_t first = 0; first < b; first += block) {
+    std::int64_t const n = std::min(block, b - first);
+    for (std::int64_t i = 0; i < n * a.dim; ++i) values[std::size_t(i)] = rng.uniform_float();
+    out.write_bags(first, n, offsets.data() + first, values.data());
+    progress.update(t + first + n);
+  }
+  for (std::int64_t p = 0; a.weighted && p < t; p += block) {
+    std::int64_t const n = std::min(block, t - p);
+    for (std::int64_t i = 0; i < n; ++i) values[std::size_t(i)] = rng.uniform_float();
+    out.write_weights(p, n, values.data());
+  }
+  progress.finish();
+  out.commit();
+  std::printf("batch:      %s (%s bags over %s positions%s, d = %lld, ids in [0, %lld), %s)\n", a.out.c_str(),
+              with_commas(b).c_str(), with_commas(t).c_str(), a.weighted ? ", weighted" : "", (long long)a.dim,
+              (long long)meta.num_embeddings, meta.source.c_str());
+  return Exit::ok;
+}
+
 }  // namespace
 
 int make_batch(MakeBatchArgs const& a) {
@@ -65,6 +119,8 @@ int make_batch(MakeBatchArgs const& a) {
     throw InvalidArgument("vocab",
                           "the ids reach " + std::to_string(max_id) + ", beyond --vocab " + std::to_string(a.vocab));
   io::BatchMeta meta{a.vocab > 0 ? a.vocab : max_id + 1, source, a.seed};
+  if (a.bags > 0 || a.bag_size > 0) return make_bags(a, stream, t, meta);
+  if (a.weighted) throw InvalidArgument("weighted", "--weighted weights bags: give --bags B or --bag-size L");
   io::BatchWriter out(a.out, t, a.dim, meta);
   synthetic::Rng rng(a.seed);
   std::int64_t const block = 1 << 16;

@@ -71,6 +71,23 @@ FreqScale recorded_scale(hid_t obj, std::string const& path) {
   return text ? recorded(path, "scale_grad_by_freq", *text, parse_freq_scale) : FreqScale::none;
 }
 
+void write_pooling(hid_t obj, std::optional<Pooling> pooling, std::int64_t bags) {
+  if (!pooling) return;
+  h5::write_string(obj, "pooling", std::string(to_string(*pooling)));
+  h5::write_int64(obj, "bags", bags);
+}
+std::optional<Pooling> recorded_pooling(hid_t obj, std::string const& path) {
+  auto const text = h5::read_string(obj, "pooling");
+  if (!text) return std::nullopt;
+  return recorded(path, "pooling", *text, parse_pooling);
+}
+std::int64_t recorded_bags(hid_t obj, std::string const& path, std::optional<Pooling> pooling) {
+  if (!pooling) return 0;
+  auto const bags = required_int64(obj, path, "bags");
+  if (bags < 0) throw FileError(path, "", "records bags = " + std::to_string(bags) + "; a count is >= 0");
+  return bags;
+}
+
 void check_padding_to_store(char const* what, std::int64_t value, std::int64_t rows) {
   if (value == -1 || (value >= 0 && value < rows)) return;
   throw InvalidArgument("padding_idx", std::string(what) + " has padding_idx " + std::to_string(value) +

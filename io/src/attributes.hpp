@@ -3,6 +3,7 @@
 // tag, kembed version, creating command) every kembed file starts with.
 #include "h5.hpp"
 
+#include <kembed/core/bags.hpp>
 #include <kembed/io/error.hpp>
 #include <kembed/io/table_file.hpp>
 
@@ -35,6 +36,11 @@ void write_settings(hid_t obj, std::optional<Plan> plan, Mode mode, FreqScale sc
 Plan recorded_plan(hid_t obj, std::string const& path);
 Mode recorded_mode(hid_t obj, std::string const& path);
 FreqScale recorded_scale(hid_t obj, std::string const& path);  // none where absent
+// A bag run's or checkpoint's pooling and bag count (`bags`: the batch's B, or the
+// bags folded); neither is written for positions, and absent reads as none and 0.
+void write_pooling(hid_t obj, std::optional<Pooling> pooling, std::int64_t bags);
+std::optional<Pooling> recorded_pooling(hid_t obj, std::string const& path);
+std::int64_t recorded_bags(hid_t obj, std::string const& path, std::optional<Pooling> pooling);
 
 std::string utc_now_iso8601();
 

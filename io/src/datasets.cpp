@@ -169,7 +169,7 @@ void check_storage(hid_t dataset, std::string const& path, std::string const& na
   }
 }
 
-FloatMatrix open_float_matrix(hid_t file, std::string const& path, std::string const& name, bool convert) {
+FloatMatrix open_float_matrix(hid_t file, std::string const& path, std::string const& name, bool convert, bool vector) {
   if (!h5::exists(file, name)) throw FileError(path, name, "does not exist");
   {
     // H5Iget_type on the opened object works the same in HDF5 1.10, 1.12 and 1.14.
@@ -184,7 +184,9 @@ FloatMatrix open_float_matrix(hid_t file, std::string const& path, std::string c
   h5::Handle space = h5::dataspace(H5Dget_space(m.dataset));
   auto const cls = H5Tget_class(type);
   if (cls != H5T_FLOAT) {
-    throw FileError(path, name, "holds " + h5::describe_type(type) + "; a table holds float32 values");
+    throw FileError(path, name,
+                    "holds " + h5::describe_type(type) +
+                        (vector ? "; it must hold float32 values" : "; a table holds float32 values"));
   }
   auto const size = H5Tget_size(type);
   if (size != 4 && !convert) {
@@ -200,17 +202,18 @@ FloatMatrix open_float_matrix(hid_t file, std::string const& path, std::string c
   int const rank = H5Sget_simple_extent_ndims(space);
   hsize_t dims[H5S_MAX_RANK] = {};
   H5Sget_simple_extent_dims(space, dims, nullptr);
-  if (rank != 2) {
+  if (rank != (vector ? 1 : 2)) {
     std::string shape = "(";
     for (int i = 0; i < rank; ++i) shape += (i ? ", " : "") + std::to_string(dims[i]);
     shape += rank == 1 ? ",)" : ")";
     throw FileError(path, name,
-                    "has rank " + std::to_string(rank) + " (shape " + shape + "); a table has rank 2 (rows, columns)");
+                    "has rank " + std::to_string(rank) + " (shape " + shape + "); " +
+                        (vector ? "it must be 1-D (one value per position)" : "a table has rank 2 (rows, columns)"));
   }
-  if (dims[0] > hsize_t(INT64_MAX) || dims[1] > hsize_t(INT64_MAX))
+  if (dims[0] > hsize_t(INT64_MAX) || (!vector && dims[1] > hsize_t(INT64_MAX)))
     throw FileError(path, name, "has dimensions beyond 64-bit signed integers");
   m.rows = static_cast<std::int64_t>(dims[0]);
-  m.cols = static_cast<std::int64_t>(dims[1]);
+  m.cols = vector ? 1 : static_cast<std::int64_t>(dims[1]);
   check_storage(m.dataset, path, name);
   return m;
 }
@@ -256,19 +259,23 @@ void read_rows(FloatMatrix const& m, std::string const& path, std::string const&
     if (H5Dread(m.dataset, H5T_NATIVE_FLOAT, mem_space, file_space, transfer, out) < 0)
       throw damaged("HDF5: " + h5::error_text());
   }
-  if (!finite) return;
-  std::int64_t const n = count * m.cols;
-  std::int64_t const bad = first_non_finite(out, n);
-  if (bad < n) {
-    float const value = out[bad];
-    throw FileError(path, name,
-                    std::string("holds ") +
-                        (std::isnan(value) ? "NaN"
-                         : value > 0       ? "+inf"
-                                           : "-inf") +
-                        " at row " + std::to_string(first + bad / m.cols) + ", column " + std::to_string(bad % m.cols) +
-                        "; a table must be finite");
-  }
+  if (finite) check_finite_values(out, count, m.cols, first, path, name, "row", "a table");
+}
+
+void check_finite_values(float const* values, std::int64_t rows, std::int64_t cols, std::int64_t first,
+                         std::string const& path, std::string const& name, char const* unit, char const* what) {
+  std::int64_t const width = std::max<std::int64_t>(cols, 1), n = rows * width;
+  std::int64_t const bad = first_non_finite(values, n);
+  if (bad >= n) return;
+  float const value = values[bad];
+  throw FileError(path, name,
+                  std::string("holds ") +
+                      (std::isnan(value) ? "NaN"
+                       : value > 0       ? "+inf"
+                                         : "-inf") +
+                      " at " + unit + " " + std::to_string(first + bad / width) +
+                      (cols > 0 ? ", column " + std::to_string(bad % width) : std::string()) + "; " + what +
+                      " must be finite");
 }
 
 h5::Handle create_matrix(hid_t loc, char const* name, hid_t file_type, std::int64_t rows, std::int64_t cols,

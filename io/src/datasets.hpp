@@ -34,8 +34,9 @@ struct FloatMatrix {
 };
 
 // Opens a 2-D float dataset; refuses other ranks and types. Float sizes other
-// than 4 bytes are refused unless `convert`.
-FloatMatrix open_float_matrix(hid_t file, std::string const& path, std::string const& name, bool convert);
+// than 4 bytes are refused unless `convert`. With `vector`, a 1-D one (cols = 1).
+FloatMatrix open_float_matrix(hid_t file, std::string const& path, std::string const& name, bool convert,
+                              bool vector = false);
 
 // Reads rows [first, first + count) into out (count x cols floats); refuses NaN/inf
 // when `finite` (tables), keeps them otherwise (gradients may overflow to inf).
@@ -43,6 +44,12 @@ FloatMatrix open_float_matrix(hid_t file, std::string const& path, std::string c
 // no rows still takes part in the collective read, selecting nothing.
 void read_rows(FloatMatrix const& m, std::string const& path, std::string const& name, std::int64_t first,
                std::int64_t count, float* out, bool finite = true, hid_t transfer = H5P_DEFAULT);
+
+// Refuses a NaN or inf among `rows` x `cols` values read from rows [first, ...),
+// naming its row as `unit` ("row", "position", "bag") and its column (cols = 0: a
+// 1-D dataset, no column), and what must be finite ("a table", "dy").
+void check_finite_values(float const* values, std::int64_t rows, std::int64_t cols, std::int64_t first,
+                         std::string const& path, std::string const& name, char const* unit, char const* what);
 
 // Reads a 1-D integer dataset's elements [first, first + count) as int64; refuses
 // other types and ranks. `size_out` (if given) receives the dataset's length.

@@ -47,24 +47,49 @@ std::vector<char const*> format_attributes(std::string const& format) {
             "embedding_dim", "padding_idx",    "plan",       "numeric_mode",
             "max_norm",      "norm_type",      "scale_grad_by_freq", "sparse"};
   if (format == sparse_run_format)
-    return {"format",          "kembed_version", "run_id",        "created",
-            "backend",         "threads",        "ranks",         "plan",          "plan_used",
-            "numeric_mode",    "padding_idx",    "positions",     "microbatches",
-            "microbatch_size", "num_embeddings", "embedding_dim", "listed_rows",   "gradient_sha256",
-            "counts_sha256",   "summary_sha256", "scale_grad_by_freq"};
+    return {"format",
+            "kembed_version",
+            "run_id",
+            "created",
+            "backend",
+            "threads",
+            "ranks",
+            "plan",
+            "plan_used",
+            "numeric_mode",
+            "padding_idx",
+            "positions",
+            "microbatches",
+            "microbatch_size",
+            "num_embeddings",
+            "embedding_dim",
+            "listed_rows",
+            "gradient_sha256",
+            "counts_sha256",
+            "summary_sha256",
+            "scale_grad_by_freq",
+            "pooling",
+            "bags"};
   if (format == run_format)
-    return {"format",          "kembed_version", "run_id",        "created",
-            "backend",         "threads",        "ranks",         "plan",          "plan_used",
-            "numeric_mode",    "padding_idx",    "positions",     "microbatches",
-            "microbatch_size", "num_embeddings", "embedding_dim", "gradient_sha256", "counts_sha256",
-            "summary_sha256",  "scale_grad_by_freq"};
+    return {"format",          "kembed_version",
+            "run_id",          "created",
+            "backend",         "threads",
+            "ranks",           "plan",
+            "plan_used",       "numeric_mode",
+            "padding_idx",     "positions",
+            "microbatches",    "microbatch_size",
+            "num_embeddings",  "embedding_dim",
+            "gradient_sha256", "counts_sha256",
+            "summary_sha256",  "scale_grad_by_freq",
+            "pooling",         "bags"};
   if (format == batch_format) return {"format", "kembed_version", "created_by", "num_embeddings", "source", "seed"};
   if (format == forward_format) return {"format", "kembed_version", "created_by", "table_sha256", "ids_sha256"};
   if (format == checkpoint_format)
-    return {"format",          "kembed_version",  "job_id",         "position",     "microbatches",
-            "microbatch_size", "table_sha256",    "batch_sha256",   "plan",         "numeric_mode",
-            "padding_idx",     "elapsed_seconds", "num_embeddings", "embedding_dim", "scale_grad_by_freq",
-            "listed_rows",     "gradient_sha256", "counts_sha256",  "checkpoint_sha256"};
+    return {"format",           "kembed_version",  "job_id",         "position",      "microbatches",
+            "microbatch_size",  "table_sha256",    "batch_sha256",   "plan",          "numeric_mode",
+            "padding_idx",      "elapsed_seconds", "num_embeddings", "embedding_dim", "scale_grad_by_freq",
+            "listed_rows",      "gradient_sha256", "counts_sha256",  "pooling",       "bags",
+            "checkpoint_sha256"};
   return {};
 }
 

@@ -21,11 +21,47 @@ namespace kembed::io {
 
 struct BatchReader::Impl {
   std::string path, ids_name, dy_name;
-  h5::Handle file, ids;
-  detail::FloatMatrix dy;
+  h5::Handle file, ids, offsets;  // offsets: a bag batch's
+  detail::FloatMatrix dy, weights;
   BatchInfo info;
   h5::Handle transfer;  // collective reads, or none
+  hid_t transfer_id() const { return transfer.valid() ? transfer.get() : H5P_DEFAULT; }
+  void open_bags();
 };
+
+namespace {
+constexpr char const* offsets_name = "/offsets";
+constexpr char const* weights_name = "/per_sample_weights";
+
+}  // namespace
+
+// A bag batch's /offsets (B + 1,) and /per_sample_weights: shapes, and the ends
+// offsets[0] = 0 and offsets[B] = T (each block read checks the values between).
+void BatchReader::Impl::open_bags() {
+  std::int64_t entries = 0;
+  offsets = detail::open_int_vector(file, path, offsets_name, &entries);
+  if (entries < 2)
+    throw FileError(path, offsets_name,
+                    "has " + std::to_string(entries) + " entries; a bag batch's offsets are (B + 1,) with B >= 1");
+  info.bags = entries - 1;
+  std::int64_t ends[2] = {0, 0};
+  detail::read_ints(offsets, path, offsets_name, 0, 1, &ends[0], transfer_id());
+  detail::read_ints(offsets, path, offsets_name, entries - 1, 1, &ends[1], transfer_id());
+  if (ends[0] != 0)
+    throw FileError(path, offsets_name, "starts at " + std::to_string(ends[0]) + "; offsets[0] must be 0");
+  if (ends[1] != info.positions)
+    throw FileError(path, offsets_name,
+                    "ends at " + std::to_string(ends[1]) + " but '" + ids_name + "' has " +
+                        std::to_string(info.positions) + " positions; offsets[B] must be T");
+  if (h5::exists(file, weights_name)) {
+    weights = detail::open_float_matrix(file, path, weights_name, false, true);
+    if (weights.rows != info.positions)
+      throw FileError(path, weights_name,
+                      "has " + std::to_string(weights.rows) + " entries but '" + ids_name + "' has " +
+                          std::to_string(info.positions) + " positions; per_sample_weights must be (T,)");
+    info.weighted = true;
+  }
+}
 
 BatchReader::BatchReader(std::string const& path, bool need_dy, std::string ids_dataset, std::string dy_dataset,
                          Collective const* collective)
@@ -46,12 +82,17 @@ BatchReader::BatchReader(std::string const& path, bool need_dy, std::string ids_
     }
     m.ids = detail::open_int_vector(m.file, path, m.ids_name, &m.info.positions);
     if (m.info.positions < 1) throw FileError(path, m.ids_name, "holds no positions; a batch needs at least one id");
+    if (h5::exists(m.file, offsets_name)) m.open_bags();
     if (need_dy) {
       m.dy = detail::open_float_matrix(m.file, path, m.dy_name, false);
-      if (m.dy.rows != m.info.positions) {
+      std::int64_t const want = m.info.bags > 0 ? m.info.bags : m.info.positions;
+      if (m.dy.rows != want) {
         throw FileError(path, m.dy_name,
-                        "has " + std::to_string(m.dy.rows) + " rows but '" + m.ids_name + "' has " +
-                            std::to_string(m.info.positions) + " positions; dy must be (T, d)");
+                        "has " + std::to_string(m.dy.rows) + " rows but " +
+                            (m.info.bags > 0 ? "'" + std::string(offsets_name) + "' has " + std::to_string(want) +
+                                                   " bags; a bag batch's dy must be (B, d)"
+                                             : "'" + m.ids_name + "' has " + std::to_string(want) +
+                                                   " positions; dy must be (T, d)"));
       }
       m.info.dim = m.dy.cols;
     }
@@ -68,61 +109,111 @@ void BatchReader::read(std::int64_t first, std::int64_t count, std::int64_t* ids
   auto const& m = *impl_;
   if (first < 0 || count < 0 || first > m.info.positions || count > m.info.positions - first)
     throw std::out_of_range("BatchReader::read: positions beyond the batch");
+  if (dy && m.info.bags > 0) throw std::logic_error("BatchReader::read: a bag batch's dy is per bag (read_bags)");
   detail::reading(m.path, [&] {
-    hid_t const transfer = m.transfer.valid() ? m.transfer.get() : H5P_DEFAULT;
+    hid_t const transfer = m.transfer_id();
     if (ids) detail::read_ints(m.ids, m.path, m.ids_name, first, count, ids, transfer);
     if (dy) {
       detail::read_rows(m.dy, m.path, m.dy_name, first, count, dy, false, transfer);
-      auto const n = count * m.dy.cols;
-      auto const bad = first_non_finite(dy, n);
-      if (bad < n) {
-        float const value = dy[bad];
-        throw FileError(m.path, m.dy_name,
-                        std::string("holds ") +
-                            (std::isnan(value) ? "NaN"
-                             : value > 0       ? "+inf"
-                                               : "-inf") +
-                            " at position " + std::to_string(first + bad / m.dy.cols) + ", column " +
-                            std::to_string(bad % m.dy.cols) + "; dy must be finite");
-      }
+      detail::check_finite_values(dy, count, m.dy.cols, first, m.path, m.dy_name, "position", "dy");
     }
+  });
+}
+
+void BatchReader::read_bags(std::int64_t first, std::int64_t count, std::int64_t* offsets, float* dy) const {
+  auto const& m = *impl_;
+  if (m.info.bags == 0) throw std::logic_error("BatchReader::read_bags: not a bag batch");
+  if (first < 0 || count < 0 || first > m.info.bags || count > m.info.bags - first)
+    throw std::out_of_range("BatchReader::read_bags: bags beyond the batch");
+  detail::reading(m.path, [&] {
+    detail::read_ints(m.offsets, m.path, offsets_name, first, count + 1, offsets, m.transfer_id());
+    for (std::int64_t i = 0; i < count; ++i) {
+      if (offsets[i + 1] < offsets[i])
+        throw FileError(m.path, offsets_name,
+                        "offsets[" + std::to_string(first + i + 1) + "] = " + std::to_string(offsets[i + 1]) +
+                            " is below offsets[" + std::to_string(first + i) + "] = " + std::to_string(offsets[i]) +
+                            "; offsets must be non-decreasing");
+      if (offsets[i + 1] > m.info.positions)
+        throw FileError(m.path, offsets_name,
+                        "offsets[" + std::to_string(first + i + 1) + "] = " + std::to_string(offsets[i + 1]) +
+                            " is past T = " + std::to_string(m.info.positions));
+    }
+    if (dy) {
+      detail::read_rows(m.dy, m.path, m.dy_name, first, count, dy, false, m.transfer_id());
+      detail::check_finite_values(dy, count, m.dy.cols, first, m.path, m.dy_name, "bag", "dy");
+    }
+  });
+}
+
+void BatchReader::read_weights(std::int64_t first, std::int64_t count, float* weights) const {
+  auto const& m = *impl_;
+  if (!m.info.weighted) throw std::logic_error("BatchReader::read_weights: the batch has no per_sample_weights");
+  if (first < 0 || count < 0 || first > m.info.positions || count > m.info.positions - first)
+    throw std::out_of_range("BatchReader::read_weights: positions beyond the batch");
+  detail::reading(m.path, [&] {
+    detail::read_rows(m.weights, m.path, weights_name, first, count, weights, false, m.transfer_id());
+    detail::check_finite_values(weights, count, 0, first, m.path, weights_name, "position", "per_sample_weights");
   });
 }
 
 struct BatchWriter::Impl {
   std::string path;
   detail::StreamingFile file;
+  std::int64_t positions = 0, bags = 0;
   Impl(std::string const& p) : path(p), file(p) {}
 };
 
 BatchWriter::BatchWriter(std::string const& path, std::int64_t positions, std::int64_t dim, BatchMeta const& meta,
-                         SaveOptions const& options) {
-  if (positions < 1 || dim < 1)
-    throw InvalidArgument("batch", "a batch needs positions >= 1 and dim >= 1, got " + std::to_string(positions) +
-                                       " and " + std::to_string(dim));
+                         SaveOptions const& options, BagShape const& bags) {
+  if (positions < 1 || dim < 1 || bags.bags < 0)
+    throw InvalidArgument("batch", "a batch needs positions >= 1, dim >= 1 and bags >= 0, got " +
+                                       std::to_string(positions) + ", " + std::to_string(dim) + " and " +
+                                       std::to_string(bags.bags));
   detail::writing(path, "writing the batch failed", [&] {
     impl_ = std::make_unique<Impl>(path);
+    impl_->positions = positions;
+    impl_->bags = bags.bags;
     auto root = impl_->file.root();
     detail::write_identity(root, batch_format, &options);
     h5::write_int64(root, "num_embeddings", meta.num_embeddings);
     h5::write_string(root, "source", meta.source);
     h5::write_int64(root, "seed", static_cast<std::int64_t>(meta.seed));
     impl_->file.create("ids", H5T_STD_I64LE, positions, 0, options);
-    impl_->file.create("dy", H5T_IEEE_F32LE, positions, dim, options);
+    impl_->file.create("dy", H5T_IEEE_F32LE, bags.bags > 0 ? bags.bags : positions, dim, options);
+    if (bags.bags > 0) impl_->file.create("offsets", H5T_STD_I64LE, bags.bags + 1, 0, options);
+    if (bags.bags > 0 && bags.weighted) impl_->file.create("per_sample_weights", H5T_IEEE_F32LE, positions, 0, options);
   });
 }
 
 BatchWriter::~BatchWriter() = default;
 
 void BatchWriter::write(std::int64_t first, std::int64_t count, std::int64_t const* ids, float const* dy) {
+  if ((dy != nullptr) == (impl_->bags > 0))
+    throw std::logic_error("BatchWriter::write: dy is per position in a batch of positions, per bag in a bag batch");
   detail::writing(impl_->path, "writing the batch failed, nothing was saved", [&] {
     impl_->file.write_rows("ids", H5T_NATIVE_INT64, first, count, ids);
+    if (dy) impl_->file.write_rows("dy", H5T_NATIVE_FLOAT, first, count, dy);
+  });
+}
+
+void BatchWriter::write_bags(std::int64_t first, std::int64_t count, std::int64_t const* offsets, float const* dy) {
+  if (impl_->bags == 0) throw std::logic_error("BatchWriter::write_bags: not a bag batch");
+  detail::writing(impl_->path, "writing the batch failed, nothing was saved", [&] {
+    impl_->file.write_rows("offsets", H5T_NATIVE_INT64, first, count, offsets);
     impl_->file.write_rows("dy", H5T_NATIVE_FLOAT, first, count, dy);
   });
 }
 
+void BatchWriter::write_weights(std::int64_t first, std::int64_t count, float const* weights) {
+  detail::writing(impl_->path, "writing the batch failed, nothing was saved",
+                  [&] { impl_->file.write_rows("per_sample_weights", H5T_NATIVE_FLOAT, first, count, weights); });
+}
+
 void BatchWriter::commit() {
-  detail::writing(impl_->path, "writing the batch failed, nothing was saved", [&] { impl_->file.commit(); });
+  detail::writing(impl_->path, "writing the batch failed, nothing was saved", [&] {
+    if (impl_->bags > 0) impl_->file.write_rows("offsets", H5T_NATIVE_INT64, impl_->bags, 1, &impl_->positions);
+    impl_->file.commit();
+  });
 }
 
 // ---- forward outputs --------------------------------------------------------------
@@ -187,7 +278,8 @@ std::string checkpoint_sha256(Checkpoint const& c) {
       line("numeric_mode", text(c.numeric_mode)) + line("scale_grad_by_freq", text(c.scale_grad_by_freq)) +
       line("padding_idx", num(c.padding_idx)) + line("elapsed_seconds", elapsed) + line("num_embeddings", num(c.rows)) +
       line("embedding_dim", num(c.cols)) + line("listed_rows", num(c.sparse ? c.listed_count : -1)) +
-      line("gradient_sha256", c.gradient_sha256) + line("counts_sha256", c.counts_sha256);
+      line("gradient_sha256", c.gradient_sha256) + line("counts_sha256", c.counts_sha256) +
+      (c.pooling ? line("pooling", text(*c.pooling)) + line("bags", num(c.bags)) : std::string());
   return sha256_hex(all.data(), all.size());
 }
 
@@ -209,6 +301,7 @@ void write_checkpoint_attributes(hid_t root, Checkpoint const& c) {
   if (c.sparse) h5::write_int64(root, "listed_rows", c.listed_count);
   h5::write_string(root, "gradient_sha256", c.gradient_sha256);
   h5::write_string(root, "counts_sha256", c.counts_sha256);
+  detail::write_pooling(root, c.pooling, c.bags);
   h5::write_string(root, "checkpoint_sha256", checkpoint_sha256(c));
 }
 
@@ -347,6 +440,8 @@ Checkpoint read_checkpoint_attributes(hid_t file, std::string const& path, bool 
   if (c.sparse) c.listed_count = detail::required_int64(file, path, "listed_rows");
   c.gradient_sha256 = h5::read_string(file, "gradient_sha256").value_or("");
   c.counts_sha256 = h5::read_string(file, "counts_sha256").value_or("");
+  c.pooling = detail::recorded_pooling(file, path);
+  c.bags = detail::recorded_bags(file, path, c.pooling);
   auto const stored = h5::read_string(file, "checkpoint_sha256");
   if (!stored && need_digest)
     throw FileError(path, "",

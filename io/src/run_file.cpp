@@ -145,6 +145,7 @@ void write_run_attributes(hid_t file, RunFile const& run, char const* format) {
   h5::write_int64(file, "embedding_dim", run.cols);
   h5::write_string(file, "gradient_sha256", run.gradient_sha256);
   h5::write_string(file, "counts_sha256", run.counts_sha256);
+  detail::write_pooling(file, run.pooling, run.bags);
   auto inputs = ordered_group(file, "inputs");
   for (auto const& input : run.inputs) {
     auto g = ordered_group(inputs, input.role.c_str());
@@ -433,6 +434,8 @@ RunFile read_header(hid_t file, std::string const& path) {
   run.positions = num("positions");
   run.microbatches = num("microbatches");
   run.microbatch_size = num("microbatch_size");
+  run.pooling = detail::recorded_pooling(file, path);
+  run.bags = detail::recorded_bags(file, path, run.pooling);
   run.rows = num("num_embeddings");
   run.cols = num("embedding_dim");
   if (run.rows < 1 || run.cols < 1 || run.positions < 0)

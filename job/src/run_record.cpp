@@ -16,6 +16,8 @@ io::Checkpoint checkpoint_of(RunRecord const& r, double elapsed) {
   c.numeric_mode = r.config.mode;
   c.scale_grad_by_freq = r.config.scale_grad_by_freq;
   c.padding_idx = r.config.padding_idx;
+  c.pooling = r.pooling;
+  c.bags = r.bag;
   c.elapsed_seconds = elapsed;
   c.rows = r.config.num_embeddings;
   c.cols = r.config.embedding_dim;
@@ -36,10 +38,12 @@ io::RunFile run_header_of(RunRecord const& r, BackwardSettings const& s) {
   run.positions = r.positions;
   run.microbatches = r.microbatches;
   run.microbatch_size = r.microbatch_size;
+  run.pooling = r.pooling;
+  run.bags = r.bags;
   run.rows = r.config.num_embeddings;
   run.cols = r.config.embedding_dim;
   run.command_line_json = io::json_array(s.command_line);
-  run.configuration_json = settings_json(s, r.config, r.backend, r.threads, r.ranks, r.resumed_from);
+  run.configuration_json = settings_json(s, r.config, r.backend, r.threads, r.ranks, r.resumed_from, r.pooling);
   return run;
 }
 
@@ -65,6 +69,8 @@ BackwardReport report_of(RunRecord const& r, BackwardSettings const& s, double t
   report.microbatches = r.microbatches;
   report.microbatch_size = r.microbatch_size;
   report.resumed_from = r.resumed_from;
+  report.pooling = r.pooling ? std::string(to_string(*r.pooling)) : std::string();
+  report.bags = r.bags;
   report.threads = r.threads;
   report.ranks = r.ranks;
   report.bytes_exchanged = r.bytes_exchanged;

@@ -120,7 +120,7 @@ std::string most_positions(std::map<std::string_view, std::int64_t> const& posit
 
 void check_resumable(io::Checkpoint const& c, std::string const& path, io::InputIdentity const& table,
                      io::InputIdentity const& batch, Config const& job, std::int64_t microbatch, std::int64_t positions,
-                     Observer const& o) {
+                     Observer const& o, std::optional<Pooling> pooling) {
   auto mismatch = [&](std::string const& what) {
     throw io::FileError(path, "",
                         "belongs to another job (" + what + "); remove it, or give this job another " +
@@ -129,6 +129,10 @@ void check_resumable(io::Checkpoint const& c, std::string const& path, io::Input
   if (c.table_sha256 != table.sha256) mismatch("its table's SHA-256 differs from " + table.path + "'s");
   if (c.batch_sha256 != batch.sha256) mismatch("its batch's SHA-256 differs from " + batch.path + "'s");
   if (c.rows != job.num_embeddings || c.cols != job.embedding_dim) mismatch("its gradient has another shape");
+  auto const pooled = [](std::optional<Pooling> p) {
+    return p ? "pooling " + std::string(to_string(*p)) : "no pooling";
+  };
+  if (c.pooling != pooling) mismatch("it ran with " + pooled(c.pooling) + ", this job with " + pooled(pooling));
   // Every setting the carried bits depend on (the plan may change: a speed choice),
   // and the carry's form.
   auto const settings = io::settings_of(c);
@@ -194,7 +198,7 @@ std::vector<unsigned char> sparse_records(std::int64_t const* rows, float const*
 }
 
 std::string settings_json(BackwardSettings const& s, Config const& c, std::string const& backend, int threads,
-                          int ranks, std::int64_t resumed_from) {
+                          int ranks, std::int64_t resumed_from, std::optional<Pooling> pooling) {
   auto q = io::json_quote;
   return "{\"table\": " + q(s.table) + ", \"batch\": " + q(s.batch) + ", \"ids_dataset\": " + q(s.ids_dataset) +
          ", \"dy_dataset\": " + q(s.dy_dataset) + ", \"out\": " + q(s.out) +
@@ -204,7 +208,8 @@ std::string settings_json(BackwardSettings const& s, Config const& c, std::strin
          ", \"padding_idx\": " + std::to_string(c.padding_idx) + ", \"backend\": " + q(backend) +
          ", \"threads\": " + std::to_string(threads) + ", \"ranks\": " + std::to_string(ranks) +
          ", \"checkpoint_every\": " + std::to_string(s.checkpoint_every) +
-         ", \"resumed_from\": " + std::to_string(resumed_from) + "}";
+         ", \"resumed_from\": " + std::to_string(resumed_from) +
+         (pooling ? ", \"pooling\": " + q(std::string(to_string(*pooling))) : std::string()) + "}";
 }
 
 void unpin_helper_thread() {

@@ -1,11 +1,13 @@
 #pragma once
 // The batch job's other files (docs/FORMAT.md): batch files (ids and dy, read in
 // blocks so a batch never has to fit in memory), forward outputs, and checkpoints.
+#include <kembed/core/bags.hpp>
 #include <kembed/io/slabs.hpp>
 #include <kembed/io/table_file.hpp>
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,10 +30,23 @@ struct BatchInfo {
   std::int64_t dim = 0;        // d of dy (0 when dy was not asked for)
   bool kembed_format = false;  // tagged kembed-batch-1 (else a plain file with named datasets)
   BatchMeta meta;
+  // A bag batch (it has /offsets): B bags, dy is (B, d), one row per bag; weighted
+  // when it has /per_sample_weights (T,). bags = 0: a batch of positions.
+  std::int64_t bags = 0;
+  bool weighted = false;
+};
+
+// A bag batch's shape, for BatchWriter.
+struct BagShape {
+  std::int64_t bags = 0;
+  bool weighted = false;
 };
 
 // Reads positions in blocks. A kembed batch file is tagged; a plain HDF5 file is read
 // too when it has the named datasets: ids 1-D integers (T,), dy float32 (T, d).
+// A bag batch adds /offsets (B + 1,): offsets[0] = 0, non-decreasing, offsets[B] = T,
+// bag b holding positions [offsets[b], offsets[b + 1]); its dy is (B, d), and
+// /per_sample_weights (T,) float32 may weight its positions.
 //
 // With `collective` (<kembed/io/collective.hpp>), every rank of its communicator opens
 // the file and each read() is one collective read, in which every rank takes part
@@ -45,7 +60,14 @@ class BatchReader {
   BatchInfo const& info() const noexcept;
   // Positions [first, first + count): ids into `ids`, dy rows into `dy` (count x d),
   // unless null. dy must be finite; a NaN or inf is reported with its position.
+  // A bag batch's dy is per bag: read it with read_bags.
   void read(std::int64_t first, std::int64_t count, std::int64_t* ids, float* dy) const;
+  // A bag batch's bags [first, first + count): offsets[first .. first + count] into
+  // `offsets` (count + 1 values, checked: non-decreasing, within [0, T]) and, unless
+  // null, their dy rows into `dy` (count x d, finite).
+  void read_bags(std::int64_t first, std::int64_t count, std::int64_t* offsets, float* dy) const;
+  // A weighted bag batch's weights of positions [first, first + count) (finite).
+  void read_weights(std::int64_t first, std::int64_t count, float* weights) const;
 
  private:
   struct Impl;
@@ -53,12 +75,18 @@ class BatchReader {
 };
 
 // Writes a kembed batch file in blocks, crash-safely (nothing under `path` until commit).
+// A bag batch (`bags.bags` > 0) gets its positions' ids from write() (dy null), its
+// bags from write_bags() and its weights from write_weights(); /offsets[B] = T is
+// written by commit().
 class BatchWriter {
  public:
   BatchWriter(std::string const& path, std::int64_t positions, std::int64_t dim, BatchMeta const& meta,
-              SaveOptions const& options = {});
+              SaveOptions const& options = {}, BagShape const& bags = {});
   ~BatchWriter();
   void write(std::int64_t first, std::int64_t count, std::int64_t const* ids, float const* dy);
+  // Bags [first, first + count): their first positions (offsets) and dy rows.
+  void write_bags(std::int64_t first, std::int64_t count, std::int64_t const* offsets, float const* dy);
+  void write_weights(std::int64_t first, std::int64_t count, float const* weights);
   void commit();
 
  private:
@@ -98,6 +126,9 @@ struct Checkpoint {
   Mode numeric_mode = Mode::identical;
   FreqScale scale_grad_by_freq = FreqScale::none;
   std::int64_t padding_idx = -1;
+  // A bag job's: its pooling and the bags folded (`position` counts their positions).
+  std::optional<Pooling> pooling;
+  std::int64_t bags = 0;
   double elapsed_seconds = 0;
   std::int64_t rows = 0, cols = 0;
   std::vector<float> gradient;

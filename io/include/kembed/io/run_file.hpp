@@ -2,11 +2,13 @@
 // Run files: what a batch job produced (the gradient, per-row counts) and how
 // (inputs, backend, plan, timings, provenance), in HDF5 (docs/FORMAT.md, format tag
 // "kembed-run-1").
+#include <kembed/core/bags.hpp>
 #include <kembed/io/slabs.hpp>
 #include <kembed/io/table_file.hpp>
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,6 +53,10 @@ struct RunFile {
   std::int64_t positions = 0;
   std::int64_t microbatches = 0;
   std::int64_t microbatch_size = 0;
+  // A bag run's (EmbeddingBag's gradient of a bag batch): its pooling and the
+  // batch's bags; microbatches then count bags. Unset and 0 for positions.
+  std::optional<Pooling> pooling;
+  std::int64_t bags = 0;
   std::vector<InputIdentity> inputs;
   // Seconds per phase. Reading keeps the phases kembed writes (timing_phases), by
   // name: iterating a hostile file's attributes crashes HDF5 1.10 (docs/DESIGN.md).

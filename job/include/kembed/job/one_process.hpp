@@ -2,11 +2,14 @@
 // job::OneProcess: the batch job's team of one. It owns every row, reads every
 // position, and agrees with itself; kembed::mpi::Team is the same for many ranks.
 #include <kembed/embedding.hpp>
+#include <kembed/embedding_bag.hpp>
 #include <kembed/io/sha256.hpp>
 #include <kembed/job/detail/support.hpp>
+#include <kembed/job/team.hpp>
 
 #include <cstdint>
 #include <exception>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,13 +42,13 @@ class OneProcess {
   template <class ExecutionSpace>
   class Layer {
    public:
+    using execution_space = ExecutionSpace;
     using matrix_type = typename Embedding<ExecutionSpace>::matrix_type;
     using batch_counts_type = typename Embedding<ExecutionSpace>::batch_counts_type;
     using sparse_type = typename Embedding<ExecutionSpace>::sparse_type;
     using sparse_carry_type = typename Embedding<ExecutionSpace>::sparse_carry_type;
-    Layer(OneProcess const&, ExecutionSpace const& space, std::int64_t rows, std::int64_t cols,
-          Options const& options)
-        : layer_(Embedding<ExecutionSpace>::backward_only(space, rows, cols, options)) {}
+    Layer(OneProcess const&, ExecutionSpace const& space, std::int64_t rows, std::int64_t cols, Options const& options)
+        : layer_(Embedding<ExecutionSpace>::backward_only(space, rows, cols, options)), options_(options) {}
     Config const& config() const noexcept { return layer_.config(); }
     Plan plan_for(std::int64_t positions) const { return layer_.plan_for(positions); }
     // The path this rank's last backward call took (Embedding::path_for), and the
@@ -73,6 +76,35 @@ class OneProcess {
       auto const in = upload(ids, dy, n, tally);
       layer_.backward_sparse(space, in.first, in.second, carry, batch_counts);
     }
+    // A bag batch's layer (EmbeddingBag, offsets with their last entry), set once
+    // before backward_bags: max's argmax reads `table` (the whole table), the other
+    // poolings read no table (null).
+    void use_bags(ExecutionSpace const& space, Pooling pooling, FloatsRef const* table) {
+      BagOptions o;
+      o.embedding = options_;
+      o.pooling = pooling;
+      o.include_last_offset = true;
+      auto const v = layer_.num_embeddings(), d = layer_.embedding_dim();
+      if (table)
+        bags_.emplace(space, v, d, *table, o);
+      else
+        bags_.emplace(EmbeddingBag<ExecutionSpace>::backward_only(space, v, d, o));
+    }
+    // Folds bags (host: ids and `weights` (null: none) of `positions` positions,
+    // offsets[0 .. bags] from 0, dy bags x d) into `grad` or the sparse `carry`,
+    // continuing it; adds each position's row to `tally`.
+    void backward_bags(ExecutionSpace const& space, BagCall const& in, matrix_type const& grad, std::int64_t* tally,
+                       batch_counts_type const& batch_counts) const {
+      auto const up = upload_bags(in, tally);
+      last_path_ = layer_.path_for(space, in.positions, true, bags_->pooling() == Pooling::mean || in.weights);
+      last_positions_ = in.positions;
+      bags_->backward(space, up.ids, up.offsets, up.dy, grad, grad, {}, up.weights, batch_counts);
+    }
+    void backward_bags_sparse(ExecutionSpace const& space, BagCall const& in, sparse_carry_type& carry,
+                              std::int64_t* tally, batch_counts_type const& batch_counts) const {
+      auto const up = upload_bags(in, tally);
+      bags_->backward_sparse(space, up.ids, up.offsets, up.dy, carry, up.weights, batch_counts);
+    }
     sparse_carry_type sparse_carry(ExecutionSpace const& space) const { return layer_.sparse_carry(space); }
     sparse_carry_type sparse_carry(ExecutionSpace const& space, sparse_type const& from) const {
       return layer_.sparse_carry(space, from);
@@ -82,6 +114,27 @@ class OneProcess {
     }
 
    private:
+    struct Uploaded {
+      typename Embedding<ExecutionSpace>::ids64_type ids;
+      typename EmbeddingBag<ExecutionSpace>::offsets_type offsets;
+      typename Embedding<ExecutionSpace>::const_matrix_type dy;
+      typename EmbeddingBag<ExecutionSpace>::weights_type weights;
+    };
+    // A bag call's arrays in the space's memory (no copy where that is the host's).
+    Uploaded upload_bags(BagCall const& in, std::int64_t* tally) const {
+      using memory = typename ExecutionSpace::memory_space;
+      using host_ints = Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+      using host_floats = Kokkos::View<float const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+      Uploaded up;
+      up.ids = Kokkos::create_mirror_view_and_copy(memory(), host_ints(in.ids, in.positions));
+      up.offsets = Kokkos::create_mirror_view_and_copy(memory(), host_ints(in.offsets, in.bags + 1));
+      up.dy = Kokkos::create_mirror_view_and_copy(
+          memory(), Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                        in.dy, in.bags, layer_.embedding_dim()));
+      if (in.weights) up.weights = Kokkos::create_mirror_view_and_copy(memory(), host_floats(in.weights, in.positions));
+      for (std::int64_t p = 0; p < in.positions; ++p) ++tally[in.ids[p]];
+      return up;
+    }
     // The positions in the space's memory; each row's occurrences added to `tally`.
     std::pair<typename Embedding<ExecutionSpace>::ids64_type, typename Embedding<ExecutionSpace>::const_matrix_type>
     upload(std::int64_t const* ids, float const* dy, std::int64_t n, std::int64_t* tally) const {
@@ -94,6 +147,8 @@ class OneProcess {
     }
 
     Embedding<ExecutionSpace> layer_;
+    Options options_;
+    std::optional<EmbeddingBag<ExecutionSpace>> bags_;  // a bag batch's
     mutable BackwardPath last_path_;  // what backward() last ran, for the run file
     mutable std::int64_t last_positions_ = 0;
   };

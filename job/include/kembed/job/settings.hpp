@@ -1,5 +1,6 @@
 #pragma once
 // What a batch job (kembed/job/backward.hpp, forward.hpp) is asked to do, and what it reports.
+#include <kembed/core/bags.hpp>
 #include <kembed/core/options.hpp>
 
 #include <cstdint>
@@ -21,7 +22,10 @@ struct BackwardSettings {
   std::optional<std::int64_t> padding_idx;  // overrides the table file's
   bool no_padding = false;
   bool sparse = false;  // a row-sparse run file (also when the table file asks for one)
-  std::int64_t checkpoint_every = 0;  // positions; 0: no checkpoints
+  // A bag batch's pooling (default sum); a batch of positions refuses one. A bag job
+  // counts microbatch and checkpoint_every in bags.
+  std::optional<Pooling> pooling;
+  std::int64_t checkpoint_every = 0;  // positions (bags); 0: no checkpoints
   std::string checkpoint;             // default: <out>.checkpoint
   bool resume = false;
   bool deflate = false;
@@ -33,6 +37,8 @@ struct BackwardSettings {
 struct BackwardReport {
   std::string out, gradient_sha256, plan_used, mode, backend;
   std::int64_t rows = 0, cols = 0, positions = 0, microbatches = 0, microbatch_size = 0, resumed_from = 0;
+  std::string pooling;    // a bag job's ("sum", "mean", "max"), else empty
+  std::int64_t bags = 0;  // a bag job's B (microbatches and resumed_from then count bags)
   int threads = 0, ranks = 1;
   std::int64_t bytes_exchanged = 0;  // by all ranks, to other ranks (ids and dy rows)
   double exchange_seconds = 0;       // the first rank's share of backward_seconds spent exchanging
@@ -63,6 +69,8 @@ struct ForwardReport {
 struct Observer {
   std::function<void(std::string const&)> log;
   std::function<void(std::int64_t done, std::int64_t total, std::int64_t start)> progress;
+  // What progress counts ("positions", or "bags" in a bag job), told before it starts.
+  std::function<void(std::string const& unit)> unit;
   // A setting's name in messages: its member's ("microbatch", "checkpoint_every")
   // unless this says otherwise (the CLI: its flag, "--microbatch").
   std::function<std::string(std::string const& setting)> name;

@@ -17,6 +17,9 @@
 //   T::Layer<Space>(t, space, V, d, Options), with config(), first_row(), row_count(),
 //     backward(...), backward_sparse(...), last_path(), last_positions(),
 //     exchange_seconds(), bytes_sent(): the layer of this rank's rows.
+//   Bag batches need a layer that also has use_bags(space, Pooling, FloatsRef const*),
+//     backward_bags(space, BagCall, grad, tally, batch_counts) and backward_bags_sparse
+//     (has_bag_layer_v); a team whose layer lacks them refuses bag batches by name.
 #include <kembed/core/options.hpp>
 
 #include <cstdint>
@@ -32,7 +35,26 @@ struct Collective;
 
 namespace kembed::job {
 
+// One bag call's host arrays: `bags` bags whose positions are offsets[b] ..
+// offsets[b + 1] (offsets[0] = 0, offsets[bags] = positions), dy (bags, d), and a
+// weight per position (null: none).
+struct BagCall {
+  std::int64_t const* ids = nullptr;
+  std::int64_t const* offsets = nullptr;
+  float const* dy = nullptr;
+  float const* weights = nullptr;
+  std::int64_t bags = 0, positions = 0;
+};
+
 namespace detail {
+
+template <class L, class = void>
+struct bag_layer : std::false_type {};
+template <class L>
+struct bag_layer<L, std::void_t<decltype(std::declval<L const&>().backward_bags(
+                        std::declval<typename L::execution_space const&>(), BagCall(),
+                        std::declval<typename L::matrix_type const&>(), nullptr,
+                        std::declval<typename L::batch_counts_type const&>()))>> : std::true_type {};
 
 template <class T, class = void>
 struct team_members : std::false_type {};
@@ -66,6 +88,10 @@ struct team_layer<
     : std::true_type {};
 
 }  // namespace detail
+
+// Whether a team's layer folds bag batches.
+template <class Layer>
+inline constexpr bool has_bag_layer_v = detail::bag_layer<Layer>::value;
 
 // Whether T is a Team whose layers run on Space (the list above).
 template <class T, class Space>

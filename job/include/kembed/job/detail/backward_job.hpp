@@ -16,6 +16,7 @@
 #include <kembed/job/detail/run_record.hpp>
 #include <kembed/job/detail/support.hpp>
 #include <kembed/job/settings.hpp>
+#include <kembed/job/team.hpp>
 
 #include <signal.h>
 #include <algorithm>
@@ -117,6 +118,7 @@ class BackwardJob {
                                 " has embedding_dim = " + std::to_string(d) + "; dy must be (T, embedding_dim)");
     });
     record_.positions = batch_->info().positions;
+    if (batch_->info().bags > 0 || s_.pooling) open_bags();
     record_.table.path = s_.table;
     record_.batch.path = s_.batch;
     if (team_.rank() == 0)
@@ -131,6 +133,35 @@ class BackwardJob {
         record_.seconds.hash = seconds(h0);
       });
   }
+  // A bag batch: its pooling (sum unless asked), and the layer's bags, over the
+  // whole table for max (its argmax reads the rows as stored); the job then counts
+  // bags (microbatch, checkpoint_every, progress).
+  void open_bags() {
+    auto const& info = batch_->info();
+    together([&] {
+      if (info.bags == 0)
+        throw InvalidArgument("pooling", observer_.name_of("pooling") + " pools bags, but " + s_.batch +
+                                             " is a batch of positions (it has no /offsets)");
+      if constexpr (!has_bag_layer_v<Layer>) {
+        throw InvalidArgument("batch", s_.batch +
+                                           " is a bag batch; bag batches run on one process in this version, "
+                                           "not on MPI ranks");
+      } else {
+        auto const pooling = s_.pooling.value_or(Pooling::sum);
+        if (info.weighted && pooling != Pooling::sum)
+          throw InvalidArgument("pooling", s_.batch + " has per_sample_weights, which pool with " +
+                                               observer_.name_of("pooling") + " sum only (as torch's)");
+        std::optional<io::TableFile> table;
+        if (pooling == Pooling::max) table = io::load_table(s_.table);
+        auto const v = record_.config.num_embeddings, d = record_.config.embedding_dim;
+        FloatsRef const rows = table ? FloatsRef(table->weight.data(), Shape{v, d}) : FloatsRef{};
+        layer_->use_bags(space_, pooling, table ? &rows : nullptr);
+        record_.pooling = pooling;
+        record_.bags = info.bags;
+      }
+    });
+  }
+
   // The inputs' digests, on every rank (and the table's check, if queued, passed).
   void hashed() {
     if (table_checked_.valid()) together([&] { table_checked_.get(); });
@@ -160,7 +191,7 @@ class BackwardJob {
       resume_from_checkpoint();
     else if (s_.resume)
       log("kembed backward: no checkpoint at " + checkpoint_path_ + "; starting from the beginning");
-    record_.resumed_from = record_.position;
+    record_.resumed_from = done();
     if (record_.config.scale_grad_by_freq == FreqScale::batch) batch_counts_ = count_batch();
   }
   void resume_from_checkpoint() {
@@ -177,7 +208,8 @@ class BackwardJob {
         refuse_checkpoint(e);
       }
       check_resumable(ckpt, checkpoint_path_, record_.table, record_.batch, record_.config, s_.microbatch,
-                      record_.positions, observer_);
+                      record_.positions, observer_, record_.pooling);
+      if (bagged()) check_bag_position(ckpt);
     });
     verify_parts(ckpt, checkpoint_path_, carried);
     together([&] {
@@ -191,49 +223,71 @@ class BackwardJob {
       }
       if (!ckpt.job_id.empty()) record_.job_id = ckpt.job_id;  // the same job, continued
       record_.position = ckpt.position;
+      record_.bag = ckpt.bags;
       record_.microbatches = ckpt.microbatches;
       record_.elapsed_before = ckpt.elapsed_seconds;
     });
-    log("kembed backward: resuming from " + checkpoint_path_ + " at position " + with_commas(record_.position) +
-        " of " + with_commas(record_.positions));
+    log("kembed backward: resuming from " + checkpoint_path_ + " at " + unit() + " " + with_commas(done()) + " of " +
+        with_commas(units()));
+  }
+  // A bag checkpoint stops between bags: at bag k, position offsets[k].
+  void check_bag_position(io::Checkpoint const& c) const {
+    std::int64_t at = -1;
+    if (c.bags >= 0 && c.bags <= record_.bags) batch_->read_bags(c.bags, 0, &at, nullptr);
+    if (at != c.position)
+      refuse_checkpoint(io::FileError(checkpoint_path_, "",
+                                      "stops at bag " + std::to_string(c.bags) + " and position " +
+                                          std::to_string(c.position) + ", which is not where that bag starts in " +
+                                          s_.batch + ": the checkpoint is damaged or was edited"));
   }
 
   // Folds the batch in blocks of at least 64 Ki positions (each rank reads its part),
   // reading each next block while this one folds, and checkpoints after the first
   // block that reaches each multiple of checkpoint_every (blocks end there).
   void fold() {
-    std::int64_t const t = record_.positions, d = record_.config.embedding_dim;
+    std::int64_t const t = units(), d = record_.config.embedding_dim;
     std::int64_t const block = std::max<std::int64_t>(s_.microbatch, 65536);
-    BlockPipeline pipe(team_.reads_ahead(), std::min(block, t) / team_.size() + 1, d,
-                       [this](Block& b) { read_part(b.a, b.b - b.a, b.ids, b.dy); });
+    BlockPipeline pipe(team_.reads_ahead(), std::min(block, t) / team_.size() + 1, d, [this](Block& b) {
+      if (bagged())
+        read_bags(b);
+      else
+        read_part(b.a, b.b - b.a, b.ids, b.dy);
+    });
     auto const read_from = [&](std::int64_t first) {
       std::int64_t const n = std::min(t - first, block_end(first, block) - first);
       auto const range = part(first, n);
       pipe.read_ahead(first, n, range.first, range.second);
     };
     log_start();
-    progress(record_.position, t, record_.resumed_from);
-    if (record_.position < t) read_from(record_.position);
+    if (team_.rank() == 0 && observer_.unit) observer_.unit(unit() + "s");
+    progress(done(), t, record_.resumed_from);
+    if (done() < t) read_from(done());
     // The table's values do not change the gradient, but the run names the table as
     // its input: each rank checks that its rows are finite, after the first read.
     table_checked_ = pipe.submit([this, first = layer_->first_row(), rows = layer_->row_count()] {
       io::check_table_finite(s_.table, first, rows);
     });
     auto const crash_at = fault_position();
-    std::int64_t last_checkpoint = record_.position;
-    while (record_.position < t) {
+    std::int64_t last_checkpoint = done();
+    while (done() < t) {
       Block* blk = nullptr;
       together([&] { blk = &pipe.take(); });
       record_.seconds.read += blk->read_seconds;
-      if (record_.position + blk->n < t) read_from(record_.position + blk->n);
-      fold_block(*blk);
-      record_.position += blk->n;
-      progress(record_.position, t, record_.resumed_from);
-      if (crash_at && record_.position >= *crash_at) ::raise(SIGKILL);  // a test's simulated crash
+      if (done() + blk->n < t) read_from(done() + blk->n);
+      if (bagged()) {
+        fold_bags(*blk);
+        record_.position += blk->offsets[std::size_t(blk->n)] - blk->offsets[0];
+      } else {
+        fold_block(*blk);
+        record_.position += blk->n;
+      }
+      if (bagged()) record_.bag += blk->n;
+      progress(done(), t, record_.resumed_from);
+      if (crash_at && done() >= *crash_at) ::raise(SIGKILL);  // a test's simulated crash
       auto const every = s_.checkpoint_every;
-      if (every > 0 && record_.position < t && record_.position / every > last_checkpoint / every) {
+      if (every > 0 && done() < t && done() / every > last_checkpoint / every) {
         checkpoint(pipe);
-        last_checkpoint = record_.position;
+        last_checkpoint = done();
       }
     }
     if (checkpoint_written_.valid()) together([&] { checkpoint_written_.get(); });
@@ -268,9 +322,45 @@ class BackwardJob {
     });
     record_.seconds.backward += seconds(t0);
   }
+  // One block of bags in calls of whole bags: `microbatch` bags each where the bits
+  // depend on the split (as fold_block's positions), else the block in one call.
+  void fold_bags(Block const& blk) {
+    if constexpr (has_bag_layer_v<Layer>) {
+      auto const t0 = clock::now();
+      auto const& c = record_.config;
+      std::int64_t const d = c.embedding_dim, m = s_.microbatch;
+      std::int64_t const call = c.mode == Mode::deterministic || c.scale_grad_by_freq == FreqScale::call ? m : blk.n;
+      std::vector<std::int64_t> offsets;
+      together([&] {
+        for (std::int64_t i = 0; i < blk.n; i += call) {
+          std::int64_t const n = std::min(call, blk.n - i), p = blk.offsets[std::size_t(i)] - blk.offsets[0];
+          offsets.assign(blk.offsets.begin() + i, blk.offsets.begin() + i + n + 1);
+          for (auto& o : offsets) o -= blk.offsets[std::size_t(i)];
+          BagCall const in{blk.ids.data() + p,
+                           offsets.data(),
+                           blk.dy.data() + i * d,
+                           blk.weights.empty() ? nullptr : blk.weights.data() + p,
+                           n,
+                           offsets.back()};
+          if (sparse()) {
+            layer_->backward_bags_sparse(space_, in, carry_, counts_.data(), batch_counts_);
+          } else {
+            layer_->backward_bags(space_, in, grad_, counts_.data(), batch_counts_);
+            folded_by_plan_[layer_->last_path().plan_name()] += in.positions;
+          }
+          record_.microbatches += (n + m - 1) / m;
+        }
+        space_.fence();
+      });
+      record_.seconds.backward += seconds(t0);
+    }
+  }
   void log_start() const {
     auto const& c = record_.config;
-    log("kembed backward: " + with_commas(record_.positions) + " positions, V = " + with_commas(c.num_embeddings) +
+    std::string const what = bagged() ? with_commas(record_.bags) + " bags (" + with_commas(record_.positions) +
+                                            " positions, pooling " + std::string(to_string(*record_.pooling)) + ")"
+                                      : with_commas(record_.positions) + " positions";
+    log("kembed backward: " + what + ", V = " + with_commas(c.num_embeddings) +
         ", d = " + std::to_string(c.embedding_dim) + ", microbatch " + with_commas(s_.microbatch) + ", plan " +
         std::string(to_string(c.plan)) + ", mode " + std::string(to_string(c.mode)) + ", " + record_.backend +
         " with " + std::to_string(record_.threads) + " thread(s)" +
@@ -377,6 +467,12 @@ class BackwardJob {
   }
 
   bool sparse() const noexcept { return record_.config.sparse; }
+  // A bag job counts bags (microbatch, checkpoints, progress), others positions.
+  bool bagged() const noexcept { return record_.pooling.has_value(); }
+  std::int64_t units() const noexcept { return bagged() ? record_.bags : record_.positions; }
+  std::int64_t& done() noexcept { return bagged() ? record_.bag : record_.position; }
+  std::int64_t done() const noexcept { return bagged() ? record_.bag : record_.position; }
+  std::string unit() const { return bagged() ? "bag" : "position"; }
   double elapsed() const { return record_.elapsed_before + seconds(start_); }
 
   static double seconds(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
@@ -538,6 +634,19 @@ class BackwardJob {
   void read_part(std::int64_t first, std::int64_t n, std::vector<std::int64_t>& ids, std::vector<float>& dy) const {
     batch_->read(first, n, ids.data(), dy.data());
     check_ids(s_.batch, s_.ids_dataset, first, ids.data(), n, record_.config.num_embeddings);
+  }
+
+  // A block of bags [b.position, + b.n): their offsets and dy rows, then the ids
+  // (refused outside [0, V) with their positions) and weights of their positions.
+  void read_bags(Block& b) const {
+    b.offsets.resize(std::size_t(b.n + 1));
+    batch_->read_bags(b.position, b.n, b.offsets.data(), b.dy.data());
+    std::int64_t const first = b.offsets[0], count = b.offsets[std::size_t(b.n)] - first;
+    b.ids.resize(std::size_t(count));
+    batch_->read(first, count, b.ids.data(), nullptr);
+    check_ids(s_.batch, s_.ids_dataset, first, b.ids.data(), count, record_.config.num_embeddings);
+    b.weights.resize(batch_->info().weighted ? std::size_t(count) : 0);
+    if (batch_->info().weighted) batch_->read_weights(first, count, b.weights.data());
   }
 
   // The first rank's timings, on every rank (the run file records one set).

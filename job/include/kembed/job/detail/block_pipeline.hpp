@@ -20,6 +20,10 @@ class BlockPipeline {
     std::vector<std::int64_t> ids;
     std::vector<float> dy;
     std::int64_t position = 0, n = 0, a = 0, b = 0;  // global [position, +n); this rank's [a, b)
+    // A bag batch's block: `position` and `n` count bags; offsets[0 .. n] are their
+    // global first positions, ids and weights the positions between, dy one row a bag.
+    std::vector<std::int64_t> offsets;
+    std::vector<float> weights;
     double read_seconds = 0;
   };
   // `read` fills a block's ids and dy with this rank's positions [a, b), at most

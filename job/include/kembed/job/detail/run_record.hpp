@@ -1,12 +1,14 @@
 #pragma once
 // One record of a backward job, from which its checkpoints, its run file's header and
 // its report are all made, so that the three cannot disagree (job/src/run_record.cpp).
+#include <kembed/core/bags.hpp>
 #include <kembed/core/options.hpp>
 #include <kembed/io/job_files.hpp>
 #include <kembed/io/run_file.hpp>
 #include <kembed/job/settings.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +24,10 @@ struct RunRecord {
   std::int64_t positions = 0, microbatch_size = 0;                         // T and the settings' microbatch
   std::int64_t position = 0, microbatches = 0;                             // folded so far
   std::int64_t resumed_from = 0;                                           // where this process began
+  // A bag job's: its pooling, the batch's bags and the bags folded so far (position
+  // then counts their positions; resumed_from, microbatch_size and progress count bags).
+  std::optional<Pooling> pooling;
+  std::int64_t bags = 0, bag = 0;
   double elapsed_before = 0;                                               // seconds the job ran before this resume
   io::InputIdentity table{"table", "", "", 0}, batch{"batch", "", "", 0};  // digests once hashed
   std::string plan_used;  // the first rank's, by the paths its calls took

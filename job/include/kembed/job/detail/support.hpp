@@ -49,9 +49,10 @@ std::string remove_own_checkpoint(std::string const& path, std::string const& jo
 std::string most_positions(std::map<std::string_view, std::int64_t> const& positions_by_plan);
 
 // Refuses a checkpoint that belongs to another job than this one.
+// `pooling`: a bag job's (its checkpoint must record the same).
 void check_resumable(io::Checkpoint const& c, std::string const& path, io::InputIdentity const& table,
                      io::InputIdentity const& batch, Config const& job, std::int64_t microbatch, std::int64_t positions,
-                     Observer const& o);
+                     Observer const& o, std::optional<Pooling> pooling = std::nullopt);
 
 // Checks what this rank read of a checkpoint against what any carried state holds
 // (its digests aside): counts >= 0 (>= 1 for a row a sparse checkpoint lists); a row
@@ -66,10 +67,9 @@ std::int64_t check_carried(io::Checkpoint const& c, std::string const& path, std
 std::vector<unsigned char> sparse_records(std::int64_t const* rows, float const* values, std::int64_t n,
                                           std::int64_t d);
 
-// The run file's record of the settings (JSON).
+// The run file's record of the settings (JSON; a bag job's pooling too).
 std::string settings_json(BackwardSettings const& s, Config const& c, std::string const& backend, int threads,
-                          int ranks, std::int64_t resumed_from);
-
+                          int ranks, std::int64_t resumed_from, std::optional<Pooling> pooling = std::nullopt);
 
 // Lets the calling helper thread (hashing, reading, writing) run on every core the
 // process may use. Under OMP_PROC_BIND the OpenMP runtime pins the main thread to one
