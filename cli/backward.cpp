@@ -109,14 +109,17 @@ int forward(ForwardArgs const& args) {
   std::optional<Progress> progress;
   job::Observer observer;
   observer.name = flag_of;
+  std::string unit = "positions";
+  observer.unit = [&](std::string const& u) { unit = u; };
   observer.progress = [&](std::int64_t done, std::int64_t total, std::int64_t) {
-    if (!progress) progress.emplace("forward", total);
+    if (!progress) progress.emplace("forward", total, 0, unit);
     progress->update(done);
     if (done == total) progress->finish();
   };
   auto const r = job::run_forward(Space(), args, observer);
-  std::printf("output:     %s (y: %s x %s float32)\n", r.out.c_str(), with_commas(r.positions).c_str(),
-              with_commas(r.cols).c_str());
+  std::printf("output:     %s (y: %s x %s float32%s)\n", r.out.c_str(), with_commas(r.positions).c_str(),
+              with_commas(r.cols).c_str(),
+              r.pooling.empty() ? "" : (", one row per bag, pooling " + r.pooling).c_str());
   std::printf("time:       %s (%s looking up, %s waiting for writes)\n", seconds_text(r.total_seconds).c_str(),
               seconds_text(r.forward_seconds).c_str(), seconds_text(r.write_seconds).c_str());
   return Exit::ok;

@@ -91,6 +91,12 @@ double parse_norm_type(std::string const& text) {
   return p;  // make_config checks > 0
 }
 
+kembed::Pooling parse_pooling_flag(std::string const& text) {
+  for (auto p : {kembed::Pooling::sum, kembed::Pooling::mean, kembed::Pooling::max})
+    if (text == kembed::to_string(p)) return p;
+  throw kembed::InvalidArgument("pooling", "--pooling must be sum, mean or max, got '" + text + "'");
+}
+
 // The settings a table file stores (make-table, import): the plan and mode the
 // file asks for, and torch's other options.
 void add_table_options(CLI::App* cmd, kembed::Options& o) {
@@ -172,15 +178,9 @@ CLI::App* add_backward(CLI::App& app, BackwardArgs& bw) {
                                        "Padding row as torch takes it: negative counts from the end, -1 is row V-1 "
                                        "(default: the table file's)");
   backward->add_flag("--no-padding", bw.no_padding, "No padding row, whatever the table file says")->excludes(padding);
-  add_setting(
-      backward, "--pooling", bw.pooling,
-      [](std::string const& text) {
-        for (auto p : {kembed::Pooling::sum, kembed::Pooling::mean, kembed::Pooling::max})
-          if (text == kembed::to_string(p)) return p;
-        throw kembed::InvalidArgument("pooling", "--pooling must be sum, mean or max, got '" + text + "'");
-      },
-      "sum, mean or max: how a bag batch's bags pool (torch.nn.EmbeddingBag's mode; default sum); with a bag "
-      "batch, --microbatch and --checkpoint-every count bags");
+  add_setting(backward, "--pooling", bw.pooling, parse_pooling_flag,
+              "sum, mean or max: how a bag batch's bags pool (torch.nn.EmbeddingBag's mode; default sum); with a "
+              "bag batch, --microbatch and --checkpoint-every count bags");
   backward->add_flag("--sparse", bw.sparse,
                      "Write a row-sparse run file: the rows the batch references, never a (V, d) gradient "
                      "(also when the table file asks for one)");
@@ -208,12 +208,16 @@ CLI::App* add_backward(CLI::App& app, BackwardArgs& bw) {
 }
 
 CLI::App* add_forward(CLI::App& app, ForwardArgs& fw) {
-  auto* forward = app.add_subcommand("forward", "Look up the rows of a batch's ids into an output file");
+  auto* forward = app.add_subcommand(
+      "forward", "Look up the rows of a batch's ids (or pool a bag batch's bags) into an output file");
   forward->add_option("--table", fw.table, "Table file")->required();
   forward->add_option("--ids", fw.ids, "File with the ids (a batch file)")->required();
   forward->add_option("--out", fw.out, "Output file (kembed-forward-1, dataset /y)")->required();
   forward->add_option("--ids-dataset", fw.ids_dataset, "Dataset of ids")->capture_default_str();
-  forward->add_option("--microbatch", fw.microbatch, "Positions per forward call")->capture_default_str();
+  forward->add_option("--microbatch", fw.microbatch, "Positions (a bag batch's bags) per forward call")
+      ->capture_default_str();
+  add_setting(forward, "--pooling", fw.pooling, parse_pooling_flag,
+              "sum, mean or max: how a bag batch's bags pool into y, one row per bag (default sum)");
   forward->add_option("--max-norm", fw.max_norm,
                       "Renormalise each referenced row whose norm exceeds this, as torch (default: the table file's)");
   add_setting(forward, "--norm-type", fw.norm_type, parse_norm_type,

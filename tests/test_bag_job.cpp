@@ -8,9 +8,11 @@
 #include <kembed/embedding_bag.hpp>
 #include <kembed/io/error.hpp>
 #include <kembed/io/job_files.hpp>
+#include <kembed/io/row_reader.hpp>
 #include <kembed/io/run_file.hpp>
 #include <kembed/io/table_file.hpp>
 #include <kembed/job/backward.hpp>
+#include <kembed/job/forward.hpp>
 #include <kembed/job/one_process.hpp>
 
 #include <unistd.h>
@@ -141,6 +143,46 @@ TEST_F(BagJob, RunFilesHoldTheLayersGradient) {
           EXPECT_EQ(run.counts, want.counts);
         }
   EXPECT_EQ(checked, 48);
+}
+
+// kembed forward on a bag batch writes one row per bag: EmbeddingBag's forward of the
+// whole batch, bit for bit, whatever the microbatch of bags.
+TEST_F(BagJob, ForwardPoolsEachBag) {
+  auto const plain = make_bag_batch(false), weighted = make_bag_batch(true);
+  write("plain.h5", plain);
+  write("weighted.h5", weighted);
+  int checked = 0;
+  for (auto pooling : {Pooling::sum, Pooling::mean, Pooling::max})
+    for (bool w : {false, true})
+      for (std::int64_t microbatch : {std::int64_t{1}, std::int64_t{64}, std::int64_t{65536}}) {
+        if (w && pooling != Pooling::sum) continue;
+        SCOPED_TRACE(std::string(to_string(pooling)) + (w ? " weighted" : "") + " microbatch " +
+                     std::to_string(microbatch));
+        auto const& b = w ? weighted : plain;
+        job::ForwardSettings s;
+        s.table = path("t.h5");
+        s.ids = path(w ? "weighted.h5" : "plain.h5");
+        s.out = path("y" + std::to_string(checked++) + ".h5");
+        s.pooling = pooling;
+        s.microbatch = microbatch;
+        auto const report = job::run_forward(TEST_EXECSPACE(), s);
+        EXPECT_EQ(report.positions, B);
+        EXPECT_EQ(report.pooling, to_string(pooling));
+        BagOptions o;
+        o.pooling = pooling;
+        o.include_last_offset = true;
+        auto const layer = EmbeddingBag<TEST_EXECSPACE>::from_pretrained(FloatsRef(table_.data(), Shape{V, D}), o);
+        IdsRef const offsets(b.offsets);
+        auto const want =
+            layer.forward(IdsRef(b.ids), &offsets, w ? FloatsRef(b.weights.data(), Shape{T}) : FloatsRef{});
+        io::RowReader y(s.out);
+        ASSERT_EQ(y.rows(), B);
+        ASSERT_EQ(y.cols(), D);
+        std::vector<float> got(std::size_t(B * D));
+        y.read(0, B, got.data());
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+      }
+  EXPECT_EQ(checked, 12);
 }
 
 // A checkpoint taken between bags changes no bit, and the finished job removes it.

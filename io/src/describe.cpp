@@ -83,7 +83,8 @@ std::vector<char const*> format_attributes(std::string const& format) {
             "summary_sha256",  "scale_grad_by_freq",
             "pooling",         "bags"};
   if (format == batch_format) return {"format", "kembed_version", "created_by", "num_embeddings", "source", "seed"};
-  if (format == forward_format) return {"format", "kembed_version", "created_by", "table_sha256", "ids_sha256"};
+  if (format == forward_format)
+    return {"format", "kembed_version", "created_by", "table_sha256", "ids_sha256", "pooling", "bags"};
   if (format == checkpoint_format)
     return {"format",           "kembed_version",  "job_id",         "position",      "microbatches",
             "microbatch_size",  "table_sha256",    "batch_sha256",   "plan",          "numeric_mode",

@@ -225,8 +225,8 @@ struct ForwardWriter::Impl {
 };
 
 ForwardWriter::ForwardWriter(std::string const& path, std::int64_t positions, std::int64_t dim,
-                             std::string const& table_sha256, std::string const& ids_sha256,
-                             SaveOptions const& options) {
+                             std::string const& table_sha256, std::string const& ids_sha256, SaveOptions const& options,
+                             std::optional<Pooling> pooling) {
   detail::writing(path, "writing the output failed", [&] {
     impl_ = std::make_unique<Impl>(path);
     auto root = impl_->file.root();
@@ -235,6 +235,7 @@ ForwardWriter::ForwardWriter(std::string const& path, std::int64_t positions, st
       h5::write_string(root, "table_sha256", table_sha256);
       h5::write_string(root, "ids_sha256", ids_sha256);
     }
+    detail::write_pooling(root, pooling, positions);
     impl_->file.create("y", H5T_IEEE_F32LE, positions, dim, options);
   });
 }

@@ -1,6 +1,7 @@
 #include "common.hpp"
 #include "run_checks.hpp"
 
+#include <kembed/io/job_files.hpp>
 #include <kembed/io/row_reader.hpp>
 #include <kembed/io/run_file.hpp>
 
@@ -23,8 +24,10 @@ RowReader::RowReader(std::string const& path) : impl_(std::make_unique<Impl>()) 
     impl_->name = "/gradient";
   else if (format == table_format)
     impl_->name = "/weight";
+  else if (format == forward_format)
+    impl_->name = "/y";
   else
-    throw FileError(path, "", "is a '" + format + "' file, neither a run nor a table");
+    throw FileError(path, "", "is a '" + format + "' file, neither a run, a table nor a forward output");
   detail::reading(path, [&] {
     impl_->file = detail::open_for_reading(path);
     impl_->matrix = detail::open_float_matrix(impl_->file, path, impl_->name, false);

@@ -257,6 +257,27 @@ void read_ids(io::BatchReader const& batch, ForwardSettings const& s, std::int64
   check_ids(s.ids, s.ids_dataset, first, ids.data(), n, v);
 }
 
+std::optional<Pooling> forward_pooling(io::BatchReader const& batch, ForwardSettings const& s, Observer const& o) {
+  if (batch.info().bags > 0) return s.pooling.value_or(Pooling::sum);
+  if (s.pooling)
+    throw InvalidArgument("pooling", o.name_of("pooling") + " pools bags, but " + s.ids +
+                                         " is a batch of positions (it has no /offsets)");
+  return std::nullopt;
+}
+
+void read_bag_block(io::BatchReader const& batch, std::string const& path, std::string const& ids_dataset,
+                    std::int64_t first, std::int64_t n, std::int64_t v, std::vector<std::int64_t>& offsets, float* dy,
+                    std::vector<std::int64_t>& ids, std::vector<float>& weights) {
+  offsets.resize(std::size_t(n + 1));
+  batch.read_bags(first, n, offsets.data(), dy);
+  std::int64_t const p = offsets[0], count = offsets[std::size_t(n)] - p;
+  ids.resize(std::size_t(count));
+  batch.read(p, count, ids.data(), nullptr);
+  check_ids(path, ids_dataset, p, ids.data(), count, v);
+  weights.resize(batch.info().weighted ? std::size_t(count) : 0);
+  if (batch.info().weighted) batch.read_weights(p, count, weights.data());
+}
+
 }  // namespace kembed::job::detail
 
 namespace kembed::job {

@@ -55,4 +55,14 @@ KEMBED_TEST_KILL_AT=0:9000 k backward --table t.h5 --batch b.h5 --pooling mean -
 bash "$here/expect.sh" 2 "belongs to another job \(it ran with pooling mean, this job with pooling max\)" \
   "$kembed" backward --table t.h5 --batch b.h5 --pooling max --out x.h5 --resume >/dev/null
 [[ ! -e x.h5 ]] || { echo "bag_job: a refused resume wrote its run file" >&2; exit 1; }
+# forward pools each bag into one row; a batch of positions has no bags to pool.
+bash "$here/expect.sh" 0 "output: +y.h5 \(y: 20,000 x 12 float32, one row per bag, pooling max\)" \
+  "$kembed" --backend "$backend" forward --table t.h5 --ids b.h5 --pooling max --out y.h5 >/dev/null
+k make-batch --out positions.h5 --zipf 5000 --positions 1000 --dim 12 >/dev/null
+for command in "backward --batch positions.h5" "forward --ids positions.h5"; do
+  # shellcheck disable=SC2086
+  bash "$here/expect.sh" 2 "--pooling pools bags, but positions.h5 is a batch of positions \(it has no /offsets\)" \
+    "$kembed" $command --table t.h5 --pooling sum --out refused.h5 >/dev/null
+done
+[[ ! -e refused.h5 ]] || { echo "bag_job: a refused job wrote its output" >&2; exit 1; }
 echo "bag_job: $checked cases (3 poolings and weighted sum, dense and sparse) identical across splits and kills"

@@ -97,8 +97,10 @@ class BatchWriter {
 // The forward's output y (T, d), written in blocks, crash-safely.
 class ForwardWriter {
  public:
+  // `pooling`: a bag batch's forward (y is then one row per bag), recorded with `positions` as bags.
   ForwardWriter(std::string const& path, std::int64_t positions, std::int64_t dim, std::string const& table_sha256,
-                std::string const& ids_sha256, SaveOptions const& options = {});
+                std::string const& ids_sha256, SaveOptions const& options = {},
+                std::optional<Pooling> pooling = std::nullopt);
   ~ForwardWriter();
   void write(std::int64_t first, std::int64_t count, float const* y);
   // The inputs' SHA-256, when they were not known at construction (hashed meanwhile).

@@ -10,8 +10,8 @@ namespace kembed::io {
 
 class RowReader {
  public:
-  // Opens `path`'s /gradient (a run file) or /weight (a table file); throws
-  // FileError on anything else. A sparse run reads as its dense gradient.
+  // Opens `path`'s /gradient (a run file), /weight (a table file) or /y (a forward
+  // output); throws FileError on anything else. A sparse run reads as its dense gradient.
   explicit RowReader(std::string const& path);
   ~RowReader();
   RowReader(RowReader&&) noexcept;

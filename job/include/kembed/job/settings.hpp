@@ -54,11 +54,15 @@ struct ForwardSettings {
   std::int64_t microbatch = 65536;  // positions per forward call (and per block read and written)
   std::optional<double> max_norm;    // overrides the table file's (with norm_type)
   std::optional<double> norm_type;
+  // A bag batch's pooling (default sum): y is then one row per bag, and microbatch
+  // counts bags; a batch of positions refuses one.
+  std::optional<Pooling> pooling;
 };
 
 struct ForwardReport {
   std::string out, backend;
-  std::int64_t positions = 0, cols = 0;
+  std::int64_t positions = 0, cols = 0;  // y's rows (a bag batch's bags) and columns
+  std::string pooling;                   // a bag batch's, else empty
   int threads = 0;
   double read_table_seconds = 0, hash_seconds = 0, forward_seconds = 0, write_seconds = 0, total_seconds = 0;
   double hash_wait_seconds = 0;  // spent waiting for the inputs' digests with nothing else left to do

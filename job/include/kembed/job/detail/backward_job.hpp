@@ -636,17 +636,9 @@ class BackwardJob {
     check_ids(s_.batch, s_.ids_dataset, first, ids.data(), n, record_.config.num_embeddings);
   }
 
-  // A block of bags [b.position, + b.n): their offsets and dy rows, then the ids
-  // (refused outside [0, V) with their positions) and weights of their positions.
   void read_bags(Block& b) const {
-    b.offsets.resize(std::size_t(b.n + 1));
-    batch_->read_bags(b.position, b.n, b.offsets.data(), b.dy.data());
-    std::int64_t const first = b.offsets[0], count = b.offsets[std::size_t(b.n)] - first;
-    b.ids.resize(std::size_t(count));
-    batch_->read(first, count, b.ids.data(), nullptr);
-    check_ids(s_.batch, s_.ids_dataset, first, b.ids.data(), count, record_.config.num_embeddings);
-    b.weights.resize(batch_->info().weighted ? std::size_t(count) : 0);
-    if (batch_->info().weighted) batch_->read_weights(first, count, b.weights.data());
+    read_bag_block(*batch_, s_.batch, s_.ids_dataset, b.position, b.n, record_.config.num_embeddings, b.offsets,
+                   b.dy.data(), b.ids, b.weights);
   }
 
   // The first rank's timings, on every rank (the run file records one set).

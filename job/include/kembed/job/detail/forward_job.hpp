@@ -1,6 +1,7 @@
 #pragma once
 // The forward job's one code path (kembed/job/forward.hpp).
 #include <kembed/embedding.hpp>
+#include <kembed/embedding_bag.hpp>
 #include <kembed/io/error.hpp>
 #include <kembed/io/job_files.hpp>
 #include <kembed/io/sha256.hpp>
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <exception>
 #include <future>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +28,48 @@ void check_forward_settings(ForwardSettings const& s, Observer const& o);
 // Reads ids [first, first + n) and refuses one outside [0, V) with its position.
 void read_ids(io::BatchReader const& batch, ForwardSettings const& s, std::int64_t first, std::int64_t n,
               std::int64_t v, std::vector<std::int64_t>& ids);
+
+// The forward's lookups: an Embedding's rows, or a bag batch's bags pooled by an
+// EmbeddingBag (offsets with their last entry), over the same table and options.
+template <class Space>
+class Lookup {
+ public:
+  using matrix_type = typename Embedding<Space>::matrix_type;
+  Lookup(Space const& space, std::int64_t v, std::int64_t d, FloatsRef const& table, Options const& options,
+         std::optional<Pooling> pooling) {
+    if (!pooling) {
+      rows_.emplace(space, v, d, table, options);
+      return;
+    }
+    BagOptions o;
+    o.embedding = options;
+    o.pooling = *pooling;
+    o.include_last_offset = true;
+    bags_.emplace(space, v, d, table, o);
+  }
+  // Positions (`offsets` null; y n x d) or n bags (offsets[0 .. n] from 0; y n x d).
+  void operator()(Space const& space, std::int64_t const* ids, std::int64_t positions, std::int64_t const* offsets,
+                  float const* weights, std::int64_t n, matrix_type const& y) const {
+    using memory = typename Space::memory_space;
+    using host_ints = Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+    auto const ids_d = Kokkos::create_mirror_view_and_copy(memory(), host_ints(ids, positions));
+    if (!offsets) return rows_->forward(space, ids_d, y);
+    auto const offsets_d = Kokkos::create_mirror_view_and_copy(memory(), host_ints(offsets, n + 1));
+    typename EmbeddingBag<Space>::weights_type weights_d;
+    if (weights)
+      weights_d = Kokkos::create_mirror_view_and_copy(
+          memory(), Kokkos::View<float const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(weights, positions));
+    bags_->forward(space, ids_d, offsets_d, y, weights_d);
+  }
+
+ private:
+  std::optional<Embedding<Space>> rows_;
+  std::optional<EmbeddingBag<Space>> bags_;
+};
+
+// The pooling of a forward over `batch`: a bag batch's (sum unless asked); none for
+// positions, where asking for one is refused.
+std::optional<Pooling> forward_pooling(io::BatchReader const& batch, ForwardSettings const& s, Observer const& o);
 
 template <class Space>
 ForwardReport run_forward(Space const& space, ForwardSettings const& s, Observer const& observer) {
@@ -47,11 +91,13 @@ ForwardReport run_forward(Space const& space, ForwardSettings const& s, Observer
   }
   if (s.max_norm) options.max_norm = s.max_norm;
   if (s.norm_type) options.norm_type = *s.norm_type;
-  Embedding<Space> layer(space, v, d, FloatsRef(table.weight.data(), Shape{v, d}), options);
+  io::BatchReader ids(s.ids, false, s.ids_dataset);
+  auto const pooling = forward_pooling(ids, s, observer);
+  Lookup<Space> const lookup(space, v, d, FloatsRef(table.weight.data(), Shape{v, d}), options, pooling);
   table.weight = {};
   report.read_table_seconds = seconds(t0);
-  io::BatchReader ids(s.ids, false, s.ids_dataset);
-  auto const t = ids.info().positions;
+  // The unit: positions, or a bag batch's bags (one output row each).
+  auto const t = pooling ? ids.info().bags : ids.info().positions;
   // The inputs are hashed on a thread of their own; ids are read and y written on
   // another (one HDF5 call at a time, in order), while this thread looks up.
   std::string table_sha, ids_sha;
@@ -66,14 +112,14 @@ ForwardReport run_forward(Space const& space, ForwardSettings const& s, Observer
     }
     report.hash_seconds = seconds(h0);
   });
-  io::ForwardWriter out(s.out, t, d, "", "");
+  io::ForwardWriter out(s.out, t, d, "", "", {}, pooling);
   std::int64_t const block = std::min(t, s.microbatch);
   // Two blocks of ids and of y: one being read or written while the other is looked
   // up. Where the space's memory is the host's, y is written from where it was looked
   // up; otherwise it is copied to host buffers first.
   constexpr bool host_y = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Space::memory_space>::accessible;
-  std::vector<std::int64_t> ids_h[2];
-  std::vector<float> y_h[2];
+  std::vector<std::int64_t> ids_h[2], offsets_h[2];
+  std::vector<float> y_h[2], weights_h[2];
   typename Embedding<Space>::matrix_type y[2];
   for (int k = 0; k < 2; ++k) {
     ids_h[k].resize(static_cast<std::size_t>(block));
@@ -83,12 +129,20 @@ ForwardReport run_forward(Space const& space, ForwardSettings const& s, Observer
   std::future<void> written[2];
   IoWorker io(true);  // after what its tasks use: joined before they go
   auto read = [&](int k, std::int64_t p) {
-    return io.submit([&, k, p] { read_ids(ids, s, p, std::min(block, t - p), v, ids_h[k]); });
+    return io.submit([&, k, p] {
+      std::int64_t const n = std::min(block, t - p);
+      if (pooling)
+        read_bag_block(ids, s.ids, s.ids_dataset, p, n, v, offsets_h[k], nullptr, ids_h[k], weights_h[k]);
+      else
+        read_ids(ids, s, p, n, v, ids_h[k]);
+    });
   };
   if (observer.log)
-    observer.log("kembed forward: " + with_commas(t) + " positions, V = " + with_commas(v) + ", d = " +
-                 std::to_string(d) + ", " + Space::name() + " with " + std::to_string(space.concurrency()) +
-                 " thread(s)");
+    observer.log("kembed forward: " + with_commas(t) +
+                 (pooling ? " bags, pooling " + std::string(to_string(*pooling)) : " positions") +
+                 ", V = " + with_commas(v) + ", d = " + std::to_string(d) + ", " + Space::name() + " with " +
+                 std::to_string(space.concurrency()) + " thread(s)");
+  if (observer.unit) observer.unit(pooling ? "bags" : "positions");
   if (observer.progress) observer.progress(0, t, 0);
   std::future<void> pending = t > 0 ? read(0, 0) : std::future<void>();
   for (std::int64_t p = 0, k = 0; p < t; p += block, k = 1 - k) {
@@ -100,9 +154,15 @@ ForwardReport run_forward(Space const& space, ForwardSettings const& s, Observer
     if (host_y && written[k].valid()) written[k].get();  // y_k's last block is in the file
     report.write_seconds += seconds(t0);
     t0 = clock::now();
-    Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> ids_v(ids_h[k].data(), n);
     auto y_n = Kokkos::subview(y_k, std::make_pair(std::int64_t{0}, n), Kokkos::ALL);
-    layer.forward(space, Kokkos::create_mirror_view_and_copy(typename Space::memory_space(), ids_v), y_n);
+    if (pooling) {  // offsets from the block's first position
+      auto& o = offsets_h[k];
+      for (std::int64_t i = n; i >= 0; --i) o[std::size_t(i)] -= o[0];
+      lookup(space, ids_h[k].data(), o[std::size_t(n)], o.data(), weights_h[k].empty() ? nullptr : weights_h[k].data(),
+             n, y_n);
+    } else {
+      lookup(space, ids_h[k].data(), n, nullptr, nullptr, n, y_n);
+    }
     space.fence();
     report.forward_seconds += seconds(t0);
     float const* rows = y_k.data();
@@ -134,6 +194,7 @@ ForwardReport run_forward(Space const& space, ForwardSettings const& s, Observer
   report.out = s.out;
   report.backend = Space::name();
   report.positions = t;
+  report.pooling = pooling ? std::string(to_string(*pooling)) : std::string();
   report.cols = d;
   report.threads = static_cast<int>(space.concurrency());
   report.total_seconds = seconds(t_start);

@@ -48,6 +48,13 @@ std::string remove_own_checkpoint(std::string const& path, std::string const& jo
 // layer's paths reported them (static names: plan_name()); "" when none folded any.
 std::string most_positions(std::map<std::string_view, std::int64_t> const& positions_by_plan);
 
+// A block of bags [first, first + n) of a bag batch: offsets[0 .. n] (global
+// positions) and, unless null, their dy rows; then their positions' ids (refused
+// outside [0, V) with their positions) and, in a weighted batch, weights.
+void read_bag_block(io::BatchReader const& batch, std::string const& path, std::string const& ids_dataset,
+                    std::int64_t first, std::int64_t n, std::int64_t v, std::vector<std::int64_t>& offsets, float* dy,
+                    std::vector<std::int64_t>& ids, std::vector<float>& weights);
+
 // Refuses a checkpoint that belongs to another job than this one.
 // `pooling`: a bag job's (its checkpoint must record the same).
 void check_resumable(io::Checkpoint const& c, std::string const& path, io::InputIdentity const& table,
