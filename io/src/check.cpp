@@ -114,23 +114,44 @@ void check_checkpoint(std::string const& path, CheckReport& report) {
   report.verified.push_back("counts: counts_sha256 matches");
 }
 
+// A bag batch's offsets (each piece's values checked by read_bags), dy per bag and
+// weights, in pieces.
+void check_bags(BatchReader const& batch, CheckReport& report) {
+  auto const& info = batch.info();
+  std::int64_t const piece = std::max<std::int64_t>(1, piece_bytes / (4 * info.dim + 8));
+  std::vector<std::int64_t> offsets(static_cast<std::size_t>(std::min(piece, info.bags) + 1));
+  std::vector<float> values(static_cast<std::size_t>(std::min(piece, std::max(info.bags, info.positions)) *
+                                                     std::max<std::int64_t>(info.dim, 1)));
+  for (std::int64_t at = 0; at < info.bags; at += piece)
+    batch.read_bags(at, std::min(piece, info.bags - at), offsets.data(), values.data());
+  for (std::int64_t at = 0; info.weighted && at < info.positions; at += piece)
+    batch.read_weights(at, std::min(piece, info.positions - at), values.data());
+  report.verified.push_back("offsets: from 0, non-decreasing, to T = " + std::to_string(info.positions));
+  report.verified.push_back("dy: every value finite (one row per bag)");
+  if (info.weighted) report.verified.push_back("per_sample_weights: every value finite");
+}
+
 void check_batch(std::string const& path, CheckReport& report) {
   BatchReader batch(path, true);
   auto const& info = batch.info();
+  bool const bags = info.bags > 0;  // dy is then per bag (check_bags)
   std::int64_t const piece = std::max<std::int64_t>(1, piece_bytes / (4 * info.dim + 8));
   std::vector<std::int64_t> ids(static_cast<std::size_t>(std::min(piece, info.positions)));
-  std::vector<float> dy(static_cast<std::size_t>(std::min(piece, info.positions) * info.dim));
+  std::vector<float> dy(bags ? 0 : static_cast<std::size_t>(std::min(piece, info.positions) * info.dim));
   auto const v = info.meta.num_embeddings;
   for (std::int64_t at = 0; at < info.positions; at += piece) {
     std::int64_t const k = std::min(piece, info.positions - at);
-    batch.read(at, k, ids.data(), dy.data());  // refuses dy that is not finite
+    batch.read(at, k, ids.data(), bags ? nullptr : dy.data());  // refuses dy that is not finite
     for (std::int64_t i = 0; i < k; ++i)
       if (ids[std::size_t(i)] < 0 || (v > 0 && ids[std::size_t(i)] >= v))
         throw FileError(path, "/ids", "holds " + std::to_string(ids[std::size_t(i)]) + " at position " +
                                           std::to_string(at + i) + ", outside [0, " +
                                           (v > 0 ? std::to_string(v) + ") (its num_embeddings)" : "inf)"));
   }
-  report.verified.push_back("dy: every value finite");
+  if (bags)
+    check_bags(batch, report);
+  else
+    report.verified.push_back("dy: every value finite");
   report.verified.push_back(v > 0 ? "ids: within [0, num_embeddings = " + std::to_string(v) + ")" : "ids: none negative");
   report.unverified.push_back("a batch carries no digest: the runs that read it record its SHA-256");
 }

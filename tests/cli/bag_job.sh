@@ -55,6 +55,8 @@ KEMBED_TEST_KILL_AT=0:9000 k backward --table t.h5 --batch b.h5 --pooling mean -
 bash "$here/expect.sh" 2 "belongs to another job \(it ran with pooling mean, this job with pooling max\)" \
   "$kembed" backward --table t.h5 --batch b.h5 --pooling max --out x.h5 --resume >/dev/null
 [[ ! -e x.h5 ]] || { echo "bag_job: a refused resume wrote its run file" >&2; exit 1; }
+"$kembed" info --check bw.h5 | grep -E "ok +per_sample_weights: every value finite" >/dev/null ||
+  { "$kembed" info --check bw.h5; echo "bag_job: info --check does not check the bags" >&2; exit 1; }
 # forward pools each bag into one row; a batch of positions has no bags to pool.
 bash "$here/expect.sh" 0 "output: +y.h5 \(y: 20,000 x 12 float32, one row per bag, pooling max\)" \
   "$kembed" --backend "$backend" forward --table t.h5 --ids b.h5 --pooling max --out y.h5 >/dev/null
