@@ -99,6 +99,37 @@ PY
   compare int32 --table t1001.h5 --batch int32.h5 --ids-dataset tokens --dy-dataset grad
 fi
 
+# Bag batches (EmbeddingBag): each rank reads whole bags, turns them into positions
+# with their terms and factors, and sends those to the rows' owners. Every pooling,
+# weights, padding (row 0, which a mean leaves out of n), empty bags, row-sparse,
+# scale_grad_by_freq with sum, deterministic splits of whole bags.
+"$kembed" -q make-batch --out bags.h5 --zipf 1001 --positions 9001 --bags 700 --dim 8 --seed 11 >/dev/null
+"$kembed" -q make-batch --out wbags.h5 --zipf 1001 --positions 9001 --bags 700 --weighted --dim 8 --seed 12 >/dev/null
+for pooling in sum mean max; do
+  compare "bags-$pooling" --table t1001.h5 --batch bags.h5 --pooling "$pooling"
+  compare "bags-$pooling-det" --table t1001.h5 --batch bags.h5 --pooling "$pooling" --mode deterministic --microbatch 9
+  compare "bags-$pooling-sparse" --table t1001.h5 --batch bags.h5 --pooling "$pooling" --sparse --microbatch 5
+done
+compare bags-weighted --table t1001.h5 --batch wbags.h5
+compare bags-weighted-det --table t1001.h5 --batch wbags.h5 --mode deterministic --microbatch 13 --sparse
+compare bags-scale-call --table t1001.h5 --batch bags.h5 --scale-grad-by-freq call --microbatch 11
+compare bags-scale-batch --table t1001.h5 --batch bags.h5 --scale-grad-by-freq batch --no-padding
+# Fewer bags than ranks: ranks with no bag (and no position) take part in every call.
+"$kembed" -q make-batch --out twobags.h5 --tokens two.txt --vocab 3 --bags 2 --dim 5 --seed 7 >/dev/null
+compare bags-tiny --table t3.h5 --batch twobags.h5 --pooling mean
+# A factor needs each row's count under scale_grad_by_freq: refused by name, no output.
+set +e
+run_ranks "$ranks" --table t1001.h5 --batch bags.h5 --pooling mean --scale-grad-by-freq call --out refused.h5 \
+  2>refused.err
+refused_status=$?
+set -e
+if ((ranks > 1)); then
+  [[ $refused_status -eq 2 && ! -e refused.h5 ]] &&
+    grep -q "only without scale_grad_by_freq" refused.err ||
+    { echo "job_ranks: mean with scale_grad_by_freq on $ranks ranks (exit $refused_status):" >&2; cat refused.err >&2; exit 1; }
+  checked=$((checked + 1))
+fi
+
 # One bad id, at position 118 of 120: in the last rank's part for every P here, so
 # the other ranks must learn of it; every rank stops with the one-process message.
 { for i in $(seq 1 118); do printf '%d ' $((i % 3)); done; printf '5 1 '; } >bad.txt
@@ -132,13 +163,20 @@ fi
 # sparse run too (each rank reads its own rows of the sparse checkpoint).
 "$kembed" -q make-table --out t5003.h5 --rows 5003 --dim 8 --seed 9 >/dev/null
 "$kembed" -q make-batch --out long.h5 --zipf 5003 --positions 300000 --dim 8 --seed 10 >/dev/null
-for mode in identical deterministic sparse; do  # sparse: a row-sparse run and its checkpoints
+"$kembed" -q make-batch --out longbags.h5 --zipf 5003 --positions 300000 --bags 20000 --weighted --dim 8 \
+  --seed 13 >/dev/null
+for mode in identical deterministic sparse bags; do  # sparse: a row-sparse run and its checkpoints
   args=(--table t5003.h5 --batch long.h5 --microbatch 1000 --checkpoint-every 65536)
   if [[ $mode == sparse ]]; then args+=(--sparse); else args+=(--mode "$mode"); fi
+  # bags: a weighted bag batch in mode deterministic, killed past bag 9,000
+  [[ $mode != bags ]] ||
+    args=(--table t5003.h5 --batch longbags.h5 --microbatch 100 --checkpoint-every 4000 --mode deterministic)
+  kill_at=140000
+  [[ $mode != bags ]] || kill_at=9000
   "$kembed" -q backward "${args[@]}" --out "one-long-$mode.h5" >/dev/null
   victim=$((ranks - 1))
   set +e
-  KEMBED_TEST_KILL_AT="$victim:140000" run_ranks "$ranks" "${args[@]}" --out "killed-$mode.h5" >/dev/null 2>&1
+  KEMBED_TEST_KILL_AT="$victim:$kill_at" run_ranks "$ranks" "${args[@]}" --out "killed-$mode.h5" >/dev/null 2>&1
   status=$?
   set -e
   [[ $status -ne 0 ]] || { echo "job_ranks: the job with a killed rank exited 0" >&2; exit 1; }

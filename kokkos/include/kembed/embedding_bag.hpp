@@ -194,6 +194,34 @@ class EmbeddingBag {
                                batch_counts);
   }
 
+  // ---- a bag call as positions ------------------------------------------------
+  // Each position's term and factor, for routing positions to their rows' owners
+  // (kembed::mpi): terms(p, :) is dy of p's bag (max: -0.0 in each column p did not
+  // win) and factors(p) p's factor, 1 / n (mean) times w, rounded once (CONTRACT.md,
+  // "Bags"); `factors` is left empty where the call has none (sum and max without
+  // weights). Folding (ids, terms) as bags of one position each, weighted by the
+  // factors (or unweighted), with pooling sum and this layer's other settings, gives
+  // this call's gradient bit for bit. A factor with scale_grad_by_freq needs each
+  // row's count, which only the row's owner has, so that is refused; unweighted sum
+  // with it is allowed (there the owner's own scaling is the factor).
+  void position_terms(ExecutionSpace const& space, ids64_type const& ids, offsets_type const& offsets,
+                      const_matrix_type const& dy, weights_type const& per_sample_weights, matrix_type const& terms,
+                      weights_type& factors) const {
+    auto const bags = views_of(ids.extent(0), offsets, per_sample_weights);
+    bool const factored = config_.pooling == Pooling::mean || bags.weights.extent(0) > 0;
+    if (factored && config_.embedding.scales())
+      throw InvalidArgument("scale_grad_by_freq",
+                            "a bag's positions carry their factors to their rows' owners only without "
+                            "scale_grad_by_freq, which needs each row's count; with it, pool with sum and no weights");
+    embedding_type::check_matrix("terms", terms, ids.extent(0), embedding_dim(), "positions, embedding_dim");
+    check_terms_inputs(space, ids, bags, dy);  // no counts: the owners apply scale_grad_by_freq
+    detail::check_finite(space, dy, "dy", "bag");
+    detail::ScopedRegion region("kembed::bag_position_terms");
+    auto const t = terms_of(space, ids, bags, dy, batch_counts_type{}, false);
+    detail::materialize_terms(space, t, terms);
+    factors = factored ? weights_type(t.scale) : weights_type();
+  }
+
   // ---- the gradient of per_sample_weights (mode sum) --------------------------
   // T values: each position's table row dotted with its bag's dy, columns ascending,
   // one fused multiply-add each; +0.0 at the padding row's positions (CONTRACT.md).
@@ -325,8 +353,14 @@ class EmbeddingBag {
   template <class IdView>
   void check_backward(ExecutionSpace const& space, IdView const& ids, views_type const& bags,
                       const_matrix_type const& dy, batch_counts_type const& batch_counts) const {
-    embedding_type::check_matrix("dy", dy, bags.count(), embedding_dim(), "bags, embedding_dim");
     table_.check_batch_counts_view(batch_counts);
+    check_terms_inputs(space, ids, bags, dy);
+  }
+  // What forming the terms reads: dy's shape, the table for max, the ids.
+  template <class IdView>
+  void check_terms_inputs(ExecutionSpace const& space, IdView const& ids, views_type const& bags,
+                          const_matrix_type const& dy) const {
+    embedding_type::check_matrix("dy", dy, bags.count(), embedding_dim(), "bags, embedding_dim");
     if (config_.pooling == Pooling::max) table_.require_table();
     detail::check_ids(space, ids, num_embeddings());
   }
@@ -394,9 +428,11 @@ class EmbeddingBag {
   }
 
   // The bag's terms: each position's bag, max's argmax, each position's factor.
+  // `row_counts` false: the factors leave out scale_grad_by_freq (position_terms).
   template <class IdView>
   detail::BagTerms<memory_space> terms_of(ExecutionSpace const& space, IdView const& ids, views_type const& bags,
-                                          const_matrix_type const& dy, batch_counts_type const& batch_counts) const {
+                                          const_matrix_type const& dy, batch_counts_type const& batch_counts,
+                                          bool row_counts = true) const {
     auto const& cfg = config_.embedding;
     std::int64_t const t = ids.extent(0), d = cfg.embedding_dim;
     detail::BagTerms<memory_space> terms;
@@ -413,16 +449,17 @@ class EmbeddingBag {
       terms.won = won;
       terms.negative_zero = zeros;
     }
-    bool const freq = cfg.scales();
+    bool const freq = cfg.scales() && row_counts;
     if (freq || config_.pooling == Pooling::mean || bags.weights.extent(0) > 0) {
       counts_type call_counts;
-      if (cfg.scale_grad_by_freq == FreqScale::call) {
+      if (freq && cfg.scale_grad_by_freq == FreqScale::call) {
         call_counts = counts_type(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kembed::call_counts"),
                                   cfg.num_embeddings);
         table_.counts_impl(space, ids, call_counts);
       }
-      batch_counts_type const n =
-          cfg.scale_grad_by_freq == FreqScale::batch ? batch_counts : batch_counts_type(call_counts);
+      batch_counts_type const n = !freq                                        ? batch_counts_type()
+                                  : cfg.scale_grad_by_freq == FreqScale::batch ? batch_counts
+                                                                               : batch_counts_type(call_counts);
       terms.scale = detail::bag_term_scales(space, ids, bags, n);
     }
     return terms;

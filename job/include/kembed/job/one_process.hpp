@@ -96,7 +96,7 @@ class OneProcess {
     void backward_bags(ExecutionSpace const& space, BagCall const& in, matrix_type const& grad, std::int64_t* tally,
                        batch_counts_type const& batch_counts) const {
       auto const up = upload_bags(in, tally);
-      last_path_ = layer_.path_for(space, in.positions, true, bags_->pooling() == Pooling::mean || in.weights);
+      last_path_ = layer_.path_for(space, in.positions, true, bags_->pooling() == Pooling::mean || in.weighted);
       last_positions_ = in.positions;
       bags_->backward(space, up.ids, up.offsets, up.dy, grad, grad, {}, up.weights, batch_counts);
     }
@@ -131,7 +131,8 @@ class OneProcess {
       up.dy = Kokkos::create_mirror_view_and_copy(
           memory(), Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
                         in.dy, in.bags, layer_.embedding_dim()));
-      if (in.weights) up.weights = Kokkos::create_mirror_view_and_copy(memory(), host_floats(in.weights, in.positions));
+      if (in.weighted)
+        up.weights = Kokkos::create_mirror_view_and_copy(memory(), host_floats(in.weights, in.positions));
       for (std::int64_t p = 0; p < in.positions; ++p) ++tally[in.ids[p]];
       return up;
     }

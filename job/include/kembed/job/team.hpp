@@ -44,6 +44,7 @@ struct BagCall {
   float const* dy = nullptr;
   float const* weights = nullptr;
   std::int64_t bags = 0, positions = 0;
+  bool weighted = false;  // the batch's (the same on every rank, also where this part is empty)
 };
 
 namespace detail {

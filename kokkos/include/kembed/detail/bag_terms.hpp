@@ -51,7 +51,8 @@ Kokkos::View<std::int64_t*, typename ExecutionSpace::memory_space> bag_of_positi
 }
 
 // Each position's factor, binary64 rounded once: 1 / n_r (`counts`, where given),
-// divided by the bag's count for mean, times the position's weight.
+// divided by the bag's count for mean, times the position's weight; 0 at a padding
+// position, which has no term.
 template <class ExecutionSpace, class IdView, class Counts>
 Kokkos::View<float*, typename ExecutionSpace::memory_space> bag_term_scales(
     ExecutionSpace const& space, IdView const& ids, BagViews<typename ExecutionSpace::memory_space> const& bags,
@@ -71,10 +72,20 @@ Kokkos::View<float*, typename ExecutionSpace::memory_space> bag_term_scales(
           double f = freq ? 1.0 / static_cast<double>(counts(r)) : 1.0;
           if (mean) f = f / static_cast<double>(n);
           if (weighted) f = dmul_rn(f, static_cast<double>(w(p)));
-          s(p) = static_cast<float>(f);
+          s(p) = r == pad ? 0.0f : static_cast<float>(f);  // padding has no term (nor, alone in a bag, a finite 1 / n)
         }
       });
   return s;
+}
+
+// Each position's term row, as a (T, d) matrix (EmbeddingBag::position_terms).
+template <class ExecutionSpace, class M, class Out>
+void materialize_terms(ExecutionSpace const& space, BagTerms<M> const& terms, Out const& out) {
+  std::int64_t const d = out.extent(1);
+  Kokkos::parallel_for(
+      "kembed::bag_position_terms", Range<ExecutionSpace>(space, 0, terms.positions), KOKKOS_LAMBDA(std::int64_t p) {
+        for (std::int64_t c = 0; c < d; ++c) out(p, c) = terms(p, c);
+      });
 }
 
 // The gradient of per-sample weights: out(p) = +0.0, then for c ascending

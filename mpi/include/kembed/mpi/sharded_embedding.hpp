@@ -10,6 +10,7 @@
 // microbatch (the ranks' slabs of the same range of global positions).
 #include <kembed/core/validate.hpp>
 #include <kembed/embedding.hpp>
+#include <kembed/embedding_bag.hpp>
 
 #include <mpi.h>
 
@@ -119,6 +120,11 @@ class ShardedEmbedding {
         local.padding_idx.reset();
         if (config_.has_padding() && config_.padding_idx >= rows_.begin && config_.padding_idx < rows_.end)
           local.padding_idx = config_.padding_idx - rows_.begin;
+        BagOptions bag;  // the owner's fold of positions with factors (backward_factored)
+        bag.embedding = local;
+        bag.pooling = Pooling::sum;
+        bag.include_last_offset = true;
+        bags_.emplace(EmbeddingBag<ExecutionSpace>::backward_only(space, rows_.size(), embedding_dim, bag));
         if (local_rows)
           layer_.emplace(space, rows_.size(), embedding_dim, *local_rows, local);
         else if (local_view)
@@ -173,10 +179,54 @@ class ShardedEmbedding {
         std::int64_t(grad.extent(0)) != rows_.size() || std::int64_t(grad.extent(1)) != d
             ? "grad must be this rank's rows: (" + std::to_string(rows_.size()) + ", " + std::to_string(d) + ")"
             : "";
-    exchange_and_fold(ids, dy, tally, bad_grad,
-                      [&](std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy, std::int64_t n) {
-                        fold(recv_ids, recv_dy, n, grad, accumulate, counts, batch_counts);
-                      });
+    exchange_and_fold(
+        ids, dy, nullptr, tally, bad_grad,
+        [&](std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy, std::vector<float> const&,
+            std::int64_t n) { fold(recv_ids, recv_dy, n, grad, accumulate, counts, batch_counts); });
+  }
+
+  // Collective. Positions whose terms carry a factor each (EmbeddingBag::position_terms:
+  // a bag call as positions), into `grad` (continued in place) or the sparse `carry`:
+  // `factors` (this rank's t floats, host) travel with their positions, and owners
+  // fold fma(term, factor, acc) as the one-process bag call does, or, with `factors`
+  // null (on every rank), backward's fold of the terms. `refused`: this rank's
+  // objection to its part (what forming the terms threw), which stops every rank.
+  void backward_factored(IdsRef const& ids, FloatsRef const& dy, std::vector<float> const* factors,
+                         matrix_type const& grad, std::int64_t* tally, batch_counts_type const& batch_counts,
+                         std::string const& refused = {}) const {
+    exchange_and_fold(
+        ids, dy, factors, tally, refused,
+        [&](std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy,
+            std::vector<float> const& recv_factors, std::int64_t n) {
+          if (!factors) return fold(recv_ids, recv_dy, n, grad, true, {}, batch_counts);
+          last_positions_ = n;
+          if (n == 0) return;
+          auto const in = factored_upload(recv_ids, recv_dy, recv_factors, n);
+          last_path_ = layer_->path_for(space_, n, true, true);
+          bags_->backward(space_, in.ids, in.offsets, in.dy, grad, grad, {}, in.factors, batch_counts);
+          space_.fence();
+        },
+        true);
+  }
+  void backward_factored(IdsRef const& ids, FloatsRef const& dy, std::vector<float> const* factors,
+                         sparse_carry_type& carry, std::int64_t* tally, batch_counts_type const& batch_counts,
+                         std::string const& refused = {}) const {
+    exchange_and_fold(
+        ids, dy, factors, tally, refused,
+        [&](std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy,
+            std::vector<float> const& recv_factors, std::int64_t n) {
+          if (n == 0) return;
+          if (!factors) {
+            auto const in = upload(recv_ids, recv_dy, n);
+            layer_->backward_sparse(space_, in.first, in.second, carry, batch_counts);
+            space_.fence();
+            return;
+          }
+          auto const in = factored_upload(recv_ids, recv_dy, recv_factors, n);
+          bags_->backward_sparse(space_, in.ids, in.offsets, in.dy, carry, in.factors, batch_counts);
+          space_.fence();
+        },
+        true);
   }
 
   // Collective. As backward, for a row-sparse gradient of this rank's rows: `carry`
@@ -185,8 +235,9 @@ class ShardedEmbedding {
   sparse_type backward_sparse(IdsRef const& ids, FloatsRef const& dy, sparse_type const& carry,
                               std::int64_t* tally = nullptr, batch_counts_type const& batch_counts = {}) const {
     sparse_type out = carry;
-    exchange_and_fold(ids, dy, tally, "",
-                      [&](std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy, std::int64_t n) {
+    exchange_and_fold(ids, dy, nullptr, tally, "",
+                      [&](std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy,
+                          std::vector<float> const&, std::int64_t n) {
                         if (n == 0) return;  // no term for this rank's rows in this call
                         auto const in = upload(recv_ids, recv_dy, n);
                         out = layer_->backward_sparse(space_, in.first, in.second, carry, batch_counts);
@@ -199,8 +250,9 @@ class ShardedEmbedding {
   // sparse_carry_type, made by sparse_carry below): a call costs its own rows only.
   void backward_sparse(IdsRef const& ids, FloatsRef const& dy, sparse_carry_type& carry,
                        std::int64_t* tally = nullptr, batch_counts_type const& batch_counts = {}) const {
-    exchange_and_fold(ids, dy, tally, "",
-                      [&](std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy, std::int64_t n) {
+    exchange_and_fold(ids, dy, nullptr, tally, "",
+                      [&](std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy,
+                          std::vector<float> const&, std::int64_t n) {
                         if (n == 0) return;
                         auto const in = upload(recv_ids, recv_dy, n);
                         layer_->backward_sparse(space_, in.first, in.second, carry, batch_counts);
@@ -228,7 +280,7 @@ class ShardedEmbedding {
     } catch (Error const& e) {
       error = e.message();
     }
-    auto const global = checked_slab(ids, nullptr, error);
+    auto const global = checked_slab(ids, nullptr, false, false, error);
     auto const route = route_of(global);
     auto recv_ids = exchange_ids(route, global);
     std::int64_t const received = route.received;
@@ -251,14 +303,18 @@ class ShardedEmbedding {
  private:
   // After every rank's shape checks (`error` is this rank's), the ids and dy checks
   // over all ranks; returns this rank's ids as int64.
-  std::vector<std::int64_t> checked_slab(IdsRef const& ids, float const* dy, std::string const& error) const {
+  // `allow_empty`: a call with no position on any rank is no error (a bag call whose
+  // bags are all empty, as one process allows).
+  std::vector<std::int64_t> checked_slab(IdsRef const& ids, float const* dy, bool with_dy, bool allow_empty,
+                                         std::string const& error) const {
     agree_on(error);
     std::int64_t const t = slab_size(ids.shape());
     auto const [offset, total] = detail::slab_offset(comm_, t);
-    if (total < 1) throw InvalidArgument("ids", "the batch has no positions on any rank; want at least one id");
+    if (total < 1 && !allow_empty)
+      throw InvalidArgument("ids", "the batch has no positions on any rank; want at least one id");
     std::vector<std::int64_t> global(static_cast<std::size_t>(t));
     for (std::int64_t p = 0; p < t; ++p) global[std::size_t(p)] = ids.at(p);
-    check_ids_and_dy(global, dy, offset);
+    check_ids_and_dy(global, dy, with_dy, offset);
     return global;
   }
 
@@ -313,23 +369,27 @@ class ShardedEmbedding {
   // sends each position to its row's owner, adds the received rows' occurrences to
   // `tally`, and lets `fold` fold what arrived (on a rank with rows); every rank
   // throws the first rank's error, or none does.
+  // `factors` (null, or this rank's one float per position) travel with their positions.
   template <class Fold>
-  void exchange_and_fold(IdsRef const& ids, FloatsRef const& dy, std::int64_t* tally, std::string const& bad_output,
-                         Fold&& fold_received) const {
+  void exchange_and_fold(IdsRef const& ids, FloatsRef const& dy, std::vector<float> const* factors, std::int64_t* tally,
+                         std::string const& bad_output, Fold&& fold_received, bool allow_empty = false) const {
     auto const d = config_.embedding_dim;
     std::string error;
     std::int64_t t = 0;
     try {
+      if (!bad_output.empty()) throw InvalidArgument("grad", bad_output);  // the caller's objection first
       t = slab_size(ids.shape());  // a rank's slab may be empty; the batch may not
       if (dy.shape != ids.shape().appended(d))
         throw InvalidArgument("dy", "dy has shape " + dy.shape.str() + ", want " + ids.shape().appended(d).str() +
                                         " (ids.shape + (embedding_dim,))");
       if (t > 0 && (!ids.data() || !dy.data)) throw InvalidArgument("ids", "ids or dy has no data (a null pointer)");
-      if (!bad_output.empty()) throw InvalidArgument("grad", bad_output);
+      if (factors && std::int64_t(factors->size()) != t)
+        throw InvalidArgument("factors", "factors has " + std::to_string(factors->size()) + " entries, want " +
+                                             std::to_string(t) + " (one per position)");
     } catch (Error const& e) {
       error = e.message();
     }
-    auto const global = checked_slab(ids, dy.data, error);
+    auto const global = checked_slab(ids, dy.data, true, allow_empty, error);
 
     // Positions to their rows' owners, in ascending position order per owner.
     auto const t_exchange = std::chrono::steady_clock::now();
@@ -340,22 +400,57 @@ class ShardedEmbedding {
     for (std::int64_t p = 0; p < t; ++p)
       std::copy_n(dy.data + p * d, d, send_dy.data() + route.slot[std::size_t(p)] * d);
     exchange_rows(send_dy, route.send_rows, route.send_at, recv_dy, route.recv_rows, route.recv_at, "dy");
+    std::vector<float> recv_factors;
+    if (factors) recv_factors = exchange_factors(route, *factors);
     auto const t_fold = std::chrono::steady_clock::now();
     std::int64_t const away = t - route.send_rows[std::size_t(rank_)];
     traffic_.rows_sent += away;
-    traffic_.bytes_sent += away * (std::int64_t(sizeof(std::int64_t)) + d * std::int64_t(sizeof(float)));
+    traffic_.bytes_sent +=
+        away * (std::int64_t(sizeof(std::int64_t)) + (d + (factors ? 1 : 0)) * std::int64_t(sizeof(float)));
     traffic_.exchange_seconds += std::chrono::duration<double>(t_fold - t_exchange).count();
     // Ids and dy were checked on every rank, so this fails only as the one-process
     // layer would fail on its own (out of memory); still, every rank hears of it.
     if (tally)
       for (auto const id : recv_ids) ++tally[id - rows_.begin];
     try {
-      if (layer_) fold_received(recv_ids, recv_dy, received);  // a rank without rows gets nothing
+      if (layer_) fold_received(recv_ids, recv_dy, recv_factors, received);  // a rank without rows gets nothing
     } catch (Error const& e) {
       error = e.message();
     }
     traffic_.fold_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_fold).count();
     agree_on(error);
+  }
+
+  // One float per position, to the positions' owners (as exchange_ids).
+  std::vector<float> exchange_factors(Route const& r, std::vector<float> const& factors) const {
+    std::vector<float> send(factors.size()), recv(static_cast<std::size_t>(r.received));
+    for (std::size_t p = 0; p < factors.size(); ++p) send[std::size_t(r.slot[p])] = factors[p];
+    detail::check(MPI_Alltoallv(send.data(), r.send_rows.data(), r.send_at.data(), MPI_FLOAT, recv.data(),
+                                r.recv_rows.data(), r.recv_at.data(), MPI_FLOAT, comm_),
+                  "MPI_Alltoallv (factors)");
+    return recv;
+  }
+
+  // What arrived with factors, as bags of one position each, weighted by them.
+  struct Factored {
+    typename Local::ids64_type ids;
+    typename EmbeddingBag<ExecutionSpace>::offsets_type offsets;
+    typename Local::const_matrix_type dy;
+    typename EmbeddingBag<ExecutionSpace>::weights_type factors;
+  };
+  Factored factored_upload(std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy,
+                           std::vector<float> const& recv_factors, std::int64_t n) const {
+    Factored f;
+    auto const in = upload(recv_ids, recv_dy, n);
+    f.ids = in.first;
+    f.dy = in.second;
+    Kokkos::View<std::int64_t*, Kokkos::HostSpace> offsets("kembed::mpi::one_position_bags", std::size_t(n + 1));
+    for (std::int64_t b = 0; b <= n; ++b) offsets(b) = b;
+    f.offsets = Kokkos::create_mirror_view_and_copy(memory_space(), offsets);
+    f.factors = Kokkos::create_mirror_view_and_copy(
+        memory_space(), Kokkos::View<float const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(recv_factors.data(),
+                                                                                               recv_factors.size()));
+    return f;
   }
 
   // What arrived, as this rank's local rows, in the space's memory.
@@ -411,7 +506,10 @@ class ShardedEmbedding {
 
   // The first id out of range, then the first non-finite dy, over every rank's
   // slab: each rank throws the one-process error for the same global position.
-  void check_ids_and_dy(std::vector<std::int64_t> const& global, float const* dy, std::int64_t offset) const {
+  // `with_dy` (the same on every rank): dy is checked too (a rank with no positions may
+  // pass no dy, and still takes part).
+  void check_ids_and_dy(std::vector<std::int64_t> const& global, float const* dy, bool with_dy,
+                        std::int64_t offset) const {
     auto const v = config_.num_embeddings, d = config_.embedding_dim;
     std::int64_t bad = INT64_MAX, value = 0;
     for (std::size_t p = 0; p < global.size(); ++p)
@@ -421,7 +519,7 @@ class ShardedEmbedding {
       }
     auto const [at, id] = detail::first_over_ranks(comm_, bad, value, MPI_INT64_T);
     if (at != INT64_MAX) throw_id_out_of_range("ids", at, id, v);
-    if (!dy) return;
+    if (!with_dy) return;
     std::int64_t index = INT64_MAX;
     float x = 0;
     for (std::int64_t i = 0; i < std::int64_t(global.size()) * d; ++i)
@@ -449,6 +547,7 @@ class ShardedEmbedding {
   RowRange rows_;
   std::vector<std::int64_t> starts_;  // starts_[r]: rank r's first row; starts_[ranks]: V
   std::optional<Local> layer_;
+  std::optional<EmbeddingBag<ExecutionSpace>> bags_;  // bags of one position: a factor per term
   mutable Traffic traffic_;
   mutable BackwardPath last_path_;  // of the last dense fold, for the run file
   mutable std::int64_t last_positions_ = 0;

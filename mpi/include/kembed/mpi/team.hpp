@@ -6,6 +6,7 @@
 #include <kembed/io/collective.hpp>
 #include <kembed/io/sha256.hpp>
 #include <kembed/job/failure.hpp>
+#include <kembed/job/team.hpp>
 #include <kembed/mpi/sharded_embedding.hpp>
 
 #include <mpi.h>
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <climits>
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -125,13 +127,14 @@ class Team {
   template <class ExecutionSpace>
   class Layer {
    public:
+    using execution_space = ExecutionSpace;
     using matrix_type = typename ShardedEmbedding<ExecutionSpace>::matrix_type;
     using batch_counts_type = typename ShardedEmbedding<ExecutionSpace>::batch_counts_type;
     using sparse_type = typename ShardedEmbedding<ExecutionSpace>::sparse_type;
     using sparse_carry_type = typename ShardedEmbedding<ExecutionSpace>::sparse_carry_type;
-    Layer(Team const& team, ExecutionSpace const& space, std::int64_t rows, std::int64_t cols,
-          Options const& options)
-        : sharded_(ShardedEmbedding<ExecutionSpace>::backward_only(team.comm(), space, rows, cols, options)) {}
+    Layer(Team const& team, ExecutionSpace const& space, std::int64_t rows, std::int64_t cols, Options const& options)
+        : sharded_(ShardedEmbedding<ExecutionSpace>::backward_only(team.comm(), space, rows, cols, options)),
+          options_(options) {}
     Config const& config() const noexcept { return sharded_.config(); }
     Plan plan_for(std::int64_t positions) const { return sharded_.plan_for(positions); }
     // The path this rank's last backward call took over the positions it received,
@@ -156,6 +159,29 @@ class Team {
       auto const d = config().embedding_dim;
       sharded_.backward_sparse(IdsRef(ids, Shape{n}), FloatsRef(dy, Shape{n, d}), carry, tally, batch_counts);
     }
+    // A bag batch: each rank turns its bags into positions with their terms and
+    // factors (EmbeddingBag::position_terms over the whole table's shape; max over
+    // the whole table, for its argmax), which go to their rows' owners.
+    void use_bags(ExecutionSpace const& space, Pooling pooling, FloatsRef const* table) {
+      BagOptions o;
+      o.embedding = options_;
+      o.pooling = pooling;
+      o.include_last_offset = true;
+      auto const v = config().num_embeddings, d = config().embedding_dim;
+      if (table)
+        reader_.emplace(space, v, d, *table, o);
+      else
+        reader_.emplace(EmbeddingBag<ExecutionSpace>::backward_only(space, v, d, o));
+    }
+    // Collective: this rank's bags (job::BagCall) into the owners' `grad` or `carry`.
+    void backward_bags(ExecutionSpace const& space, job::BagCall const& in, matrix_type const& grad,
+                       std::int64_t* tally, batch_counts_type const& batch_counts) const {
+      fold_bags(space, in, grad, tally, batch_counts);
+    }
+    void backward_bags_sparse(ExecutionSpace const& space, job::BagCall const& in, sparse_carry_type& carry,
+                              std::int64_t* tally, batch_counts_type const& batch_counts) const {
+      fold_bags(space, in, carry, tally, batch_counts);
+    }
     sparse_carry_type sparse_carry(ExecutionSpace const&) const { return sharded_.sparse_carry(); }
     sparse_carry_type sparse_carry(ExecutionSpace const&, sparse_type const& from) const {
       return sharded_.sparse_carry(from);
@@ -163,7 +189,67 @@ class Team {
     sparse_type listed(ExecutionSpace const&, sparse_carry_type const& carry) const { return sharded_.listed(carry); }
 
    private:
+    template <class Gradient>
+    void fold_bags(ExecutionSpace const& space, job::BagCall const& in, Gradient& gradient, std::int64_t* tally,
+                   batch_counts_type const& batch_counts) const {
+      std::string refused;
+      auto const t = as_positions(space, in, refused);
+      sharded_.backward_factored(IdsRef(in.ids, Shape{in.positions}),
+                                 FloatsRef(t.terms.data(), Shape{in.positions, config().embedding_dim}),
+                                 t.factored ? &t.factors : nullptr, gradient, tally, batch_counts, refused);
+    }
+
+    struct Positions {
+      std::vector<float> terms, factors;
+      bool factored = false;  // the same on every rank: mean or weights
+    };
+    // A bag call's positions on the host: their terms and factors. What this rank
+    // alone refuses goes to `refused`, for every rank to hear in the exchange (a
+    // throw here would leave the other ranks waiting in it). A rank whose part of the
+    // call holds no bag has no terms, and still takes part.
+    Positions as_positions(ExecutionSpace const& space, job::BagCall const& in, std::string& refused) const {
+      Positions out;
+      out.factored = reader_->pooling() == Pooling::mean || in.weighted;
+      out.terms.resize(std::size_t(in.positions * config().embedding_dim));
+      out.factors.resize(out.factored ? std::size_t(in.positions) : 0);
+      if (in.bags == 0) return out;
+      try {
+        form_terms(space, in, out);
+      } catch (Error const& e) {
+        refused = e.message();
+      }
+      return out;
+    }
+    void form_terms(ExecutionSpace const& space, job::BagCall const& in, Positions& out) const {
+      using memory = typename ExecutionSpace::memory_space;
+      using host_ints = Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+      auto const d = config().embedding_dim;
+      auto const ids = Kokkos::create_mirror_view_and_copy(memory(), host_ints(in.ids, in.positions));
+      auto const offsets = Kokkos::create_mirror_view_and_copy(memory(), host_ints(in.offsets, in.bags + 1));
+      auto const dy = Kokkos::create_mirror_view_and_copy(
+          memory(), Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                        in.dy, in.bags, d));
+      typename EmbeddingBag<ExecutionSpace>::weights_type weights, factors;
+      if (in.weighted)
+        weights = Kokkos::create_mirror_view_and_copy(
+            memory(), Kokkos::View<float const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(in.weights, in.positions));
+      typename ShardedEmbedding<ExecutionSpace>::matrix_type terms("kembed::mpi::terms", in.positions, d);
+      reader_->position_terms(space, ids, offsets, dy, weights, terms, factors);
+      Kokkos::deep_copy(space,
+                        Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                            out.terms.data(), in.positions, d),
+                        terms);
+      if (out.factored) {
+        Kokkos::deep_copy(
+            space, Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(out.factors.data(), in.positions),
+            factors);
+      }
+      space.fence();
+    }
+
     ShardedEmbedding<ExecutionSpace> sharded_;
+    Options options_;
+    std::optional<EmbeddingBag<ExecutionSpace>> reader_;  // a bag batch's: its bags as positions
   };
 
  private:

@@ -143,9 +143,7 @@ class BackwardJob {
         throw InvalidArgument("pooling", observer_.name_of("pooling") + " pools bags, but " + s_.batch +
                                              " is a batch of positions (it has no /offsets)");
       if constexpr (!has_bag_layer_v<Layer>) {
-        throw InvalidArgument("batch", s_.batch +
-                                           " is a bag batch; bag batches run on one process in this version, "
-                                           "not on MPI ranks");
+        throw InvalidArgument("batch", s_.batch + " is a bag batch, and this team's layer folds no bags");
       } else {
         auto const pooling = s_.pooling.value_or(Pooling::sum);
         if (info.weighted && pooling != Pooling::sum)
@@ -276,7 +274,7 @@ class BackwardJob {
       if (done() + blk->n < t) read_from(done() + blk->n);
       if (bagged()) {
         fold_bags(*blk);
-        record_.position += blk->offsets[std::size_t(blk->n)] - blk->offsets[0];
+        record_.position += team_.sum(blk->offsets[std::size_t(blk->b - blk->a)] - blk->offsets[0]);  // every rank's
       } else {
         fold_block(*blk);
         record_.position += blk->n;
@@ -323,30 +321,35 @@ class BackwardJob {
     record_.seconds.backward += seconds(t0);
   }
   // One block of bags in calls of whole bags: `microbatch` bags each where the bits
-  // depend on the split (as fold_block's positions), else the block in one call.
+  // depend on the split (as fold_block's positions), else the block in one call;
+  // each rank passes its part of each call (its bags, contiguous, in rank order).
   void fold_bags(Block const& blk) {
     if constexpr (has_bag_layer_v<Layer>) {
       auto const t0 = clock::now();
       auto const& c = record_.config;
       std::int64_t const d = c.embedding_dim, m = s_.microbatch;
       std::int64_t const call = c.mode == Mode::deterministic || c.scale_grad_by_freq == FreqScale::call ? m : blk.n;
+      bool const weighted = batch_->info().weighted;
       std::vector<std::int64_t> offsets;
       together([&] {
-        for (std::int64_t i = 0; i < blk.n; i += call) {
-          std::int64_t const n = std::min(call, blk.n - i), p = blk.offsets[std::size_t(i)] - blk.offsets[0];
-          offsets.assign(blk.offsets.begin() + i, blk.offsets.begin() + i + n + 1);
-          for (auto& o : offsets) o -= blk.offsets[std::size_t(i)];
+        for (std::int64_t k = blk.position; k < blk.position + blk.n; k += call) {
+          std::int64_t const n = std::min(call, blk.position + blk.n - k);
+          std::int64_t const lo = std::clamp(k, blk.a, blk.b) - blk.a, hi = std::clamp(k + n, blk.a, blk.b) - blk.a;
+          std::int64_t const p = blk.offsets[std::size_t(lo)] - blk.offsets[0];
+          offsets.assign(blk.offsets.begin() + lo, blk.offsets.begin() + hi + 1);
+          for (auto& o : offsets) o -= blk.offsets[std::size_t(lo)];
           BagCall const in{blk.ids.data() + p,
                            offsets.data(),
-                           blk.dy.data() + i * d,
-                           blk.weights.empty() ? nullptr : blk.weights.data() + p,
-                           n,
-                           offsets.back()};
+                           blk.dy.data() + lo * d,
+                           weighted ? blk.weights.data() + p : nullptr,
+                           hi - lo,
+                           offsets.back(),
+                           weighted};
           if (sparse()) {
             layer_->backward_bags_sparse(space_, in, carry_, counts_.data(), batch_counts_);
           } else {
             layer_->backward_bags(space_, in, grad_, counts_.data(), batch_counts_);
-            folded_by_plan_[layer_->last_path().plan_name()] += in.positions;
+            folded_by_plan_[layer_->last_path().plan_name()] += layer_->last_positions();
           }
           record_.microbatches += (n + m - 1) / m;
         }
@@ -637,7 +640,7 @@ class BackwardJob {
   }
 
   void read_bags(Block& b) const {
-    read_bag_block(*batch_, s_.batch, s_.ids_dataset, b.position, b.n, record_.config.num_embeddings, b.offsets,
+    read_bag_block(*batch_, s_.batch, s_.ids_dataset, b.a, b.b - b.a, record_.config.num_embeddings, b.offsets,
                    b.dy.data(), b.ids, b.weights);
   }
 
