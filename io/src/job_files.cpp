@@ -109,7 +109,9 @@ void BatchReader::read(std::int64_t first, std::int64_t count, std::int64_t* ids
   auto const& m = *impl_;
   if (first < 0 || count < 0 || first > m.info.positions || count > m.info.positions - first)
     throw std::out_of_range("BatchReader::read: positions beyond the batch");
-  if (dy && m.info.bags > 0) throw std::logic_error("BatchReader::read: a bag batch's dy is per bag (read_bags)");
+  if (dy && m.info.bags > 0)  // a caller's mistake, but a file's shape: refused as kembed refuses files
+    throw FileError(m.path, m.dy_name,
+                    "holds one row per bag (B, d) in a bag batch; it is read by bags, not positions");
   detail::reading(m.path, [&] {
     hid_t const transfer = m.transfer_id();
     if (ids) detail::read_ints(m.ids, m.path, m.ids_name, first, count, ids, transfer);

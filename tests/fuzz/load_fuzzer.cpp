@@ -70,10 +70,21 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
   refused_or_read([&] { check_file(path); });  // kembed info --check: every digest, in pieces
   refused_or_read([&] {
     BatchReader batch(path);
-    auto const n = std::min<std::int64_t>(batch.info().positions, 4096);
+    auto const& info = batch.info();
+    auto const n = std::min<std::int64_t>(info.positions, 4096);
     std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
-    std::vector<float> dy(static_cast<std::size_t>(n * batch.info().dim));
-    batch.read(0, n, ids.data(), dy.data());
+    std::vector<float> dy(static_cast<std::size_t>(n * info.dim));
+    batch.read(0, n, ids.data(), dy.data());  // a bag batch refuses dy by position: its dy is per bag
+  });
+  refused_or_read([&] {  // a bag batch, as the jobs read it: offsets and dy by bags, weights by positions
+    BatchReader batch(path);
+    auto const& info = batch.info();
+    if (info.bags == 0) return;
+    auto const b = std::min<std::int64_t>(info.bags, 4096), n = std::min<std::int64_t>(info.positions, 4096);
+    std::vector<std::int64_t> offsets(static_cast<std::size_t>(b + 1));
+    std::vector<float> dy(static_cast<std::size_t>(b * info.dim)), weights(static_cast<std::size_t>(n));
+    batch.read_bags(0, b, offsets.data(), dy.data());
+    if (info.weighted) batch.read_weights(0, n, weights.data());
   });
   refused_or_read([&] {
     BatchReader ids_only(path, false);

@@ -28,8 +28,10 @@ k("make-batch", "--out", "batch.h5", "--zipf", "12", "--positions", "40", "--dim
 k("backward", "--table", "table.h5", "--batch", "batch.h5", "--out", "run.h5", "--run-id", "seed")
 k("backward", "--table", "table.h5", "--batch", "batch.h5", "--out", "run_sparse.h5", "--run-id", "seed", "--sparse")
 k("forward", "--table", "table.h5", "--ids", "batch.h5", "--out", "forward.h5")
+# A weighted bag batch (offsets, dy per bag, per_sample_weights).
+k("make-batch", "--out", "bags.h5", "--zipf", "12", "--positions", "40", "--bags", "7", "--weighted", "--dim", "4")
 files = {"table": "table.h5", "batch": "batch.h5", "run": "run.h5", "run_sparse": "run_sparse.h5",
-         "forward": "forward.h5"}
+         "forward": "forward.h5", "bags": "bags.h5"}
 
 # Checkpoints as kembed writes them (digests included), dense and sparse: a job on a
 # batch whose id 69,000 is bad stops there and keeps its checkpoint at 65,536.

@@ -103,7 +103,7 @@ TEST_F(Io, BagBatchesStreamByBags) {
   EXPECT_EQ(ids, f.ids);
   EXPECT_TRUE(same_bits(dy, f.dy));
   EXPECT_TRUE(same_bits(weights, f.weights));
-  EXPECT_THROW(r.read(0, 1, ids.data(), dy.data()), std::logic_error);  // dy is per bag
+  EXPECT_THROW(r.read(0, 1, ids.data(), dy.data()), io::FileError);  // dy is per bag
 }
 
 TEST_F(Io, BagBatchesRefuseBadOffsetsAndWeights) {
