@@ -29,6 +29,13 @@ void check_forward_settings(ForwardSettings const& s, Observer const& o);
 void read_ids(io::BatchReader const& batch, ForwardSettings const& s, std::int64_t first, std::int64_t n,
               std::int64_t v, std::vector<std::int64_t>& ids);
 
+// One block of the batch on the host: its ids and, of a bag batch, its bags' offsets
+// (global first positions, one more than its bags) and weights.
+struct ForwardBlock {
+  std::vector<std::int64_t> ids, offsets;
+  std::vector<float> weights;
+};
+
 // The forward's lookups: an Embedding's rows, or a bag batch's bags pooled by an
 // EmbeddingBag (offsets with their last entry), over the same table and options.
 template <class Space>
@@ -47,18 +54,22 @@ class Lookup {
     o.include_last_offset = true;
     bags_.emplace(space, v, d, table, o);
   }
-  // Positions (`offsets` null; y n x d) or n bags (offsets[0 .. n] from 0; y n x d).
-  void operator()(Space const& space, std::int64_t const* ids, std::int64_t positions, std::int64_t const* offsets,
-                  float const* weights, std::int64_t n, matrix_type const& y) const {
+  // A block's n positions, or its n bags (their offsets made to start from 0), into y (n x d).
+  void operator()(Space const& space, ForwardBlock& b, std::int64_t n, matrix_type const& y) const {
     using memory = typename Space::memory_space;
     using host_ints = Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
-    auto const ids_d = Kokkos::create_mirror_view_and_copy(memory(), host_ints(ids, positions));
-    if (!offsets) return rows_->forward(space, ids_d, y);
-    auto const offsets_d = Kokkos::create_mirror_view_and_copy(memory(), host_ints(offsets, n + 1));
+    if (rows_)
+      return rows_->forward(space, Kokkos::create_mirror_view_and_copy(memory(), host_ints(b.ids.data(), n)), y);
+    auto& o = b.offsets;
+    for (std::int64_t i = n; i >= 0; --i) o[std::size_t(i)] -= o[0];
+    std::int64_t const positions = o[std::size_t(n)];
+    auto const ids_d = Kokkos::create_mirror_view_and_copy(memory(), host_ints(b.ids.data(), positions));
+    auto const offsets_d = Kokkos::create_mirror_view_and_copy(memory(), host_ints(o.data(), n + 1));
     typename EmbeddingBag<Space>::weights_type weights_d;
-    if (weights)
+    if (!b.weights.empty())
       weights_d = Kokkos::create_mirror_view_and_copy(
-          memory(), Kokkos::View<float const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(weights, positions));
+          memory(),
+          Kokkos::View<float const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(b.weights.data(), positions));
     bags_->forward(space, ids_d, offsets_d, y, weights_d);
   }
 
@@ -71,6 +82,20 @@ class Lookup {
 // positions, where asking for one is refused.
 std::optional<Pooling> forward_pooling(io::BatchReader const& batch, ForwardSettings const& s, Observer const& o);
 
+// The table's max_norm applies (each microbatch is one forward call, which
+// renormalises the rows it references, as torch's forward does), unless the settings
+// override it; the other settings do not change a forward.
+inline Options forward_options(Config const& table, ForwardSettings const& s) {
+  Options options;
+  if (table.renormalises()) {
+    options.max_norm = table.max_norm;
+    options.norm_type = table.norm_type;
+  }
+  if (s.max_norm) options.max_norm = s.max_norm;
+  if (s.norm_type) options.norm_type = *s.norm_type;
+  return options;
+}
+
 template <class Space>
 ForwardReport run_forward(Space const& space, ForwardSettings const& s, Observer const& observer) {
   using clock = std::chrono::steady_clock;
@@ -81,16 +106,7 @@ ForwardReport run_forward(Space const& space, ForwardSettings const& s, Observer
   auto t0 = clock::now();
   auto table = io::load_table(s.table);
   auto const v = table.config.num_embeddings, d = table.config.embedding_dim;
-  // The table's max_norm applies (each microbatch is one forward call, which
-  // renormalises the rows it references, as torch's forward does); the other
-  // settings do not change a forward.
-  Options options;
-  if (table.config.renormalises()) {
-    options.max_norm = table.config.max_norm;
-    options.norm_type = table.config.norm_type;
-  }
-  if (s.max_norm) options.max_norm = s.max_norm;
-  if (s.norm_type) options.norm_type = *s.norm_type;
+  auto const options = forward_options(table.config, s);
   io::BatchReader ids(s.ids, false, s.ids_dataset);
   auto const pooling = forward_pooling(ids, s, observer);
   Lookup<Space> const lookup(space, v, d, FloatsRef(table.weight.data(), Shape{v, d}), options, pooling);
@@ -118,11 +134,11 @@ ForwardReport run_forward(Space const& space, ForwardSettings const& s, Observer
   // up. Where the space's memory is the host's, y is written from where it was looked
   // up; otherwise it is copied to host buffers first.
   constexpr bool host_y = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Space::memory_space>::accessible;
-  std::vector<std::int64_t> ids_h[2], offsets_h[2];
-  std::vector<float> y_h[2], weights_h[2];
+  ForwardBlock blocks[2];
+  std::vector<float> y_h[2];
   typename Embedding<Space>::matrix_type y[2];
   for (int k = 0; k < 2; ++k) {
-    ids_h[k].resize(static_cast<std::size_t>(block));
+    blocks[k].ids.resize(static_cast<std::size_t>(block));
     if (!host_y) y_h[k].resize(static_cast<std::size_t>(block * d));
     if (host_y || k == 0) y[k] = typename Embedding<Space>::matrix_type("kembed::job::y", block, d);
   }
@@ -131,10 +147,11 @@ ForwardReport run_forward(Space const& space, ForwardSettings const& s, Observer
   auto read = [&](int k, std::int64_t p) {
     return io.submit([&, k, p] {
       std::int64_t const n = std::min(block, t - p);
+      auto& b = blocks[k];
       if (pooling)
-        read_bag_block(ids, s.ids, s.ids_dataset, p, n, v, offsets_h[k], nullptr, ids_h[k], weights_h[k]);
+        read_bag_block(ids, s.ids, s.ids_dataset, p, n, v, b.offsets, nullptr, b.ids, b.weights);
       else
-        read_ids(ids, s, p, n, v, ids_h[k]);
+        read_ids(ids, s, p, n, v, b.ids);
     });
   };
   if (observer.log)
@@ -155,14 +172,7 @@ ForwardReport run_forward(Space const& space, ForwardSettings const& s, Observer
     report.write_seconds += seconds(t0);
     t0 = clock::now();
     auto y_n = Kokkos::subview(y_k, std::make_pair(std::int64_t{0}, n), Kokkos::ALL);
-    if (pooling) {  // offsets from the block's first position
-      auto& o = offsets_h[k];
-      for (std::int64_t i = n; i >= 0; --i) o[std::size_t(i)] -= o[0];
-      lookup(space, ids_h[k].data(), o[std::size_t(n)], o.data(), weights_h[k].empty() ? nullptr : weights_h[k].data(),
-             n, y_n);
-    } else {
-      lookup(space, ids_h[k].data(), n, nullptr, nullptr, n, y_n);
-    }
+    lookup(space, blocks[k], n, y_n);
     space.fence();
     report.forward_seconds += seconds(t0);
     float const* rows = y_k.data();
