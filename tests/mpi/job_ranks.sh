@@ -22,15 +22,21 @@ same_datasets() {
   [[ -n $summary ]] || { echo "job_ranks: $what: $a has no /summary" >&2; exit 1; }
   local extra=""
   h5ls "$a/rows" >/dev/null 2>&1 && extra=rows  # a sparse run's listed rows
-  for d in gradient counts $extra $summary; do
-    h5dump -d "/$d" -b LE -o "a.${d//\//.}.bin" "$a" >/dev/null
-    h5dump -d "/$d" -b LE -o "b.${d//\//.}.bin" "$b" >/dev/null
-    if ! cmp -s "a.${d//\//.}.bin" "b.${d//\//.}.bin"; then
-      echo "job_ranks: $what: /$d differs between one process and $ranks ranks" >&2
-      "$kembed" diff "$a" "$b" >&2 || true
-      exit 1
-    fi
-  done
+  # One h5dump per file writes every dataset's bytes, one after another (a dump per
+  # dataset was half of this script's time); only a difference is looked into by name.
+  local args=() d
+  for d in gradient counts $extra $summary; do args+=(-d "/$d"); done
+  h5dump "${args[@]}" -b LE -o a.bin "$a" >/dev/null
+  h5dump "${args[@]}" -b LE -o b.bin "$b" >/dev/null
+  if ! cmp -s a.bin b.bin; then
+    for d in gradient counts $extra $summary; do
+      h5dump -d "/$d" -b LE -o a.bin "$a" >/dev/null
+      h5dump -d "/$d" -b LE -o b.bin "$b" >/dev/null
+      cmp -s a.bin b.bin || echo "job_ranks: $what: /$d differs between one process and $ranks ranks" >&2
+    done
+    "$kembed" diff "$a" "$b" >&2 || true
+    exit 1
+  fi
   [[ $(h5dump -a /ranks "$b" | grep -c "(0): $ranks") -eq 1 ]] || { echo "job_ranks: $what: /ranks is not $ranks" >&2; exit 1; }
   checked=$((checked + 1))
 }
