@@ -110,6 +110,9 @@ Dataset load(std::string const& path) {
                     {"microbatch", std::to_string(run.microbatch_size)},
                     {"microbatches", std::to_string(run.microbatches)},
                     {"positions", std::to_string(run.positions)},
+                    // A bag run's gradient is EmbeddingBag's: the pooling and the bags it folded.
+                    {"pooling", run.pooling ? std::string(to_string(*run.pooling)) : "none (one row per position)"},
+                    {"bags", run.pooling ? std::to_string(run.bags) : "-"},
                     {"padding row", padding_text(run.padding_idx)},
                     {"table", input("table")},
                     {"batch", input("batch")},
@@ -502,6 +505,9 @@ std::vector<std::string> explain(Dataset const& a, Dataset const& b, DiffSummary
   auto differs = [&](char const* f) { return field(a, f) != field(b, f); };
   if (differs("batch") || s.counts_differing_rows > 0)
     lines.push_back("The runs read different batches (inputs or counts differ): different gradients are expected");
+  else if (differs("pooling"))
+    lines.push_back("The poolings differ (" + field(a, "pooling") + " vs " + field(b, "pooling") +
+                    "): each bag's rows were pooled differently, so different gradients are expected");
   else if (ma != mb)
     lines.push_back("Numeric modes differ (" + ma + " vs " + mb +
                     "): they add each row's terms in different orders, so they are expected to differ in the last bits");
@@ -511,7 +517,8 @@ std::vector<std::string> explain(Dataset const& a, Dataset const& b, DiffSummary
                     "are expected");
   else if (field(a, "scale_grad_by_freq") == "call" && differs("microbatch"))
     lines.push_back("scale_grad_by_freq=call counts each microbatch's ids (" + field(a, "microbatch") + " vs " +
-                    field(b, "microbatch") + " positions), so a difference is expected");
+                    field(b, "microbatch") + (field(a, "bags") == "-" ? " positions" : " bags") +
+                    "), so a difference is expected");
   else if (ma == "fast")
     lines.push_back("Mode fast adds with atomics: its bits may change from run to run on a parallel backend, so a "
                     "difference is expected");

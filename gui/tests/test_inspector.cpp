@@ -750,6 +750,41 @@ TEST_F(Inspector, TheVerdictExplainsItself) {
   EXPECT_TRUE(window.diffView()->verdict().contains("Numeric modes differ"));
 }
 
+// A bag run (`kembed backward --pooling` on a bag batch, from the CLI fixture) opens
+// as any run does, shows its pooling and bags, and two poolings of one batch are told
+// apart by that setting (issue 37).
+TEST_F(Inspector, ABagRunShowsItsPoolingAndIsToldApartByIt) {
+  auto const dir = fs::path(run_file()).parent_path();
+  auto const mean = load((dir / "r_bag.h5").string()), sum = load((dir / "r_bag_sum.h5").string());
+  auto field = [](Dataset const& d, std::string const& name) {
+    for (auto const& [f, value] : d.provenance)
+      if (f == name) return value;
+    return std::string("(no field " + name + ")");
+  };
+  EXPECT_EQ(field(mean, "pooling"), "mean");
+  EXPECT_EQ(field(mean, "bags"), "200");
+  EXPECT_EQ(field(sum, "pooling"), "sum");
+  EXPECT_EQ(field(mean, "positions"), "3000");
+  EXPECT_EQ(field(load(run_file()), "pooling"), "none (one row per position)");
+  EXPECT_EQ(field(load(run_file()), "bags"), "-");
+  auto const lines = explain(mean, sum, diff(mean, sum));
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines.back().find("The poolings differ (mean vs sum)"), std::string::npos) << lines.back();
+  auto const same = explain(mean, mean, diff(mean, mean));
+  EXPECT_EQ(same.front().rfind("Bit-identical", 0), 0u) << same.front();
+  // The window draws every view of a bag run and shows the pooling beside the verdict.
+  MainWindow window;
+  window.setQuiet(true);
+  ASSERT_TRUE(window.open(QString::fromStdString((dir / "r_bag.h5").string()), MainWindow::Slot::A));
+  ASSERT_TRUE(window.open(QString::fromStdString((dir / "r_bag_sum.h5").string()), MainWindow::Slot::B));
+  window.waitForChecks();
+  EXPECT_GT(pixels_near(render(window, "counts"), QColor(40, 100, 170)), 2000) << "histogram bars";
+  EXPECT_GT(coloured_pixels(render(window, "gradient")), 20000) << "heatmap cells";
+  render(window, "diff");
+  EXPECT_TRUE(window.diffView()->verdict().contains("The poolings differ (mean vs sum)"))
+      << window.diffView()->verdict().toStdString();
+}
+
 // Two tables with the same values and different settings: the verdict names every
 // setting that differs, torch's options included (issue 36).
 TEST_F(Inspector, TablesThatDifferOnlyInSettingsSayWhich) {
