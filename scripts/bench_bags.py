@@ -41,6 +41,7 @@ def worker(kind):
     import torch
     PoolingMode, DenseTableBatchedEmbeddingBagsCodegen = fbgemm_classes()
     fbgemm = PoolingMode is not None
+    with_torch = not os.environ.get("KEMBED_PEERS_NO_TORCH")  # --peers fbgemm: FBGEMM alone
     s = {}
     for line in sys.stdin:
         cmd = json.loads(line)
@@ -55,8 +56,9 @@ def worker(kind):
             w = torch.from_numpy(np.fromfile(work / "weights.f32", dtype="<f4")) if weighted else None
             # torch's backward through autograd, as nn.EmbeddingBag runs it: one forward
             # kept, its graph walked again at each call.
-            leaf = table.clone().requires_grad_()
-            kept = torch.nn.functional.embedding_bag(ids, leaf, offsets, mode=pooling, per_sample_weights=w)
+            leaf = table.clone().requires_grad_() if with_torch else None
+            kept = torch.nn.functional.embedding_bag(ids, leaf, offsets, mode=pooling,
+                                                     per_sample_weights=w) if with_torch else None
             s.update(v=v, d=d, ids=ids, offsets=offsets, dy=dy, table=table, w=w, pooling=pooling, leaf=leaf,
                      kept=kept)
             if fbgemm and pooling != "max":
@@ -73,7 +75,7 @@ def worker(kind):
             ("torch", "forward"): lambda: torch.nn.functional.embedding_bag(ids, table, offsets, mode=s["pooling"],
                                                                             per_sample_weights=w),
             ("torch", "backward"): lambda: torch.autograd.grad(s["kept"], s["leaf"], dy, retain_graph=True)[0],
-        }
+        } if with_torch else {}
         if "module" in s:
             m, csr = s["module"], s["csr"]
             flat = m.weights.detach()
@@ -108,6 +110,8 @@ def measure(a):
     work = pathlib.Path("/dev/shm/kembed-bench-bags")
     work.mkdir(parents=True, exist_ok=True)
     pathlib.Path(a.csv).parent.mkdir(parents=True, exist_ok=True)
+    if "torch" not in a.peers:
+        os.environ["KEMBED_PEERS_NO_TORCH"] = "1"  # the peer processes inherit it
     peers = [Peer(call, fbgemm="fbgemm" in a.peers, script=__file__) for call in a.calls]
     rng = np.random.default_rng(2026)
     rows = []

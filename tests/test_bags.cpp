@@ -110,6 +110,45 @@ TEST(EmbeddingBag, TwoDimensionalIdsAndTheLastOffset) {
   EXPECT_TRUE(same_bits(grid, csr.forward(flat, &ends)));
 }
 
+// The device's forward loops (columns on lanes, the output row read and written at
+// each position), run here with one lane, against the oracle: on a host backend the
+// layer runs loops of its own (a register tile), so this is what checks the device's.
+TEST(EmbeddingBag, TheDevicesForwardLoopsAreTheOracle) {
+  using M = typename Layer::memory_space;
+  auto const up = [](auto const& v) {
+    using T = typename std::decay_t<decltype(v)>::value_type;
+    return Kokkos::create_mirror_view_and_copy(
+        M(), Kokkos::View<T const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(v.data(), v.size()));
+  };
+  for (auto s : {Sizes{40, 8, 30, 12}, Sizes{1000, 70, 200, 40}, Sizes{300, 130, 20, 90}})
+    for (auto pooling : {Pooling::sum, Pooling::mean, Pooling::max})
+      for (bool weighted : {false, true}) {
+        if (weighted && pooling != Pooling::sum) continue;
+        SCOPED_TRACE(std::to_string(s.d) + " " + std::string(to_string(pooling)) + (weighted ? " weighted" : ""));
+        auto const table = test::table_for(s.v, s.d);
+        auto const call = random_call(s.v, s.bags, s.longest, std::uint64_t(s.v + s.d));
+        BagOptions o;
+        o.pooling = pooling;
+        o.embedding.padding_idx = 0;
+        Layer const layer(s.v, s.d, FloatsRef(table.data(), Shape{s.v, s.d}), o);
+        IdsRef const ids(call.ids), offsets(call.offsets);
+        auto const t = std::int64_t(call.ids.size());
+        auto bounds = call.offsets;
+        bounds.push_back(t);
+        detail::BagViews<M> bags{up(bounds), weighted ? up(call.weights) : decltype(up(call.weights)){}, 0, pooling};
+        typename Layer::matrix_type y("y", s.bags, s.d);
+        detail::bag_forward_shaped<false>(Space(), typename Layer::ids64_type(up(call.ids)), bags,
+                                          layer.embedding().weight(), y);
+        std::vector<float> got(std::size_t(s.bags * s.d));
+        Kokkos::deep_copy(Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                              got.data(), s.bags, s.d),
+                          y);
+        reference::BagCall const ref{ids, make_bags(Shape{t}, &offsets, false),
+                                     weighted ? call.weights.data() : nullptr};
+        EXPECT_TRUE(same_bits(got, reference::bag_forward(table.data(), layer.config(), ref)));
+      }
+}
+
 TEST(EmbeddingBag, ViewsGiveTheHostArraysBits) {
   auto const table = test::table_for(200, 20);
   auto const call = random_call(200, 64, 30, 11);

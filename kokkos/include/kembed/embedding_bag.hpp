@@ -444,10 +444,7 @@ class EmbeddingBag {
           Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kembed::bag_argmax"), bags.count(), d);
       auto const scratch = detail::uninitialized_matrix(space, "kembed::bag_max", bags.count(), d);
       detail::bag_forward(space, ids, bags, table_.weight(), scratch, won);
-      Kokkos::View<float*, memory_space> zeros(Kokkos::view_alloc(space, "kembed::negative_zero"), d);
-      Kokkos::deep_copy(space, zeros, -0.0f);
       terms.won = won;
-      terms.negative_zero = zeros;
     }
     bool const freq = cfg.scales() && row_counts;
     if (freq || config_.pooling == Pooling::mean || bags.weights.extent(0) > 0) {

@@ -190,7 +190,8 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
             if (j + prefetch_rows < end) {  // dy reads are scattered, not streamed: fetch ahead
               std::int64_t const next = entries(j + prefetch_rows);
               if (!by_rows || ((next >> bucket_position_bits) & (step - 1)) == first)  // only what it folds
-                for (std::int64_t c = c0; c < c0 + dc; c += line_floats) prefetch(&dy(next & position_mask, c));
+                for (std::int64_t c = c0; c < c0 + dc; c += line_floats)
+                  prefetch(term_address(dy, next & position_mask, c));
             }
             std::int64_t const e = entries(j);
             std::int64_t const row = e >> bucket_position_bits;

@@ -55,6 +55,7 @@ struct ScanWalk {
   std::int64_t t, d, rows_b, cols_b, width, padding_idx;
   int shift;  // rows_b = 2^shift, where it is a power of two
   bool pow2;
+  bool scaled;  // the terms carry their own factors (has_term_scales)
 
   KOKKOS_INLINE_FUNCTION std::int64_t c0(std::int64_t b) const { return width * (b % cols_b); }
   KOKKOS_INLINE_FUNCTION std::int64_t c1(std::int64_t b) const {
@@ -78,12 +79,22 @@ struct ScanWalk {
       // in flight (1 thread, V = 1e3, T = 1e6, d = 128: 52 -> 43 ms). Where blocks
       // split the rows, the next position may be another block's: no fetch there.
       if (rows_b == 1 && p + prefetch_rows < t)
-        for (std::int64_t c = lo; c < hi; c += line_floats) prefetch(&dy(p + prefetch_rows, c));
+        for (std::int64_t c = lo; c < hi; c += line_floats) prefetch(term_address(dy, p + prefetch_rows, c));
       if (r == padding_idx) {
         for (std::int64_t c = lo; c < hi; ++c) flag |= non_finite(dy(p, c));
         continue;
       }
-      if (check_terms) {
+      if (scaled) {  // a term with its own factor (a mean or weighted bag's): fma(dy, s_p, sum)
+        float const sp = term_scale(dy, p, 1.0f);
+        if (check_terms)  // two loops: the test stays out of the inner one
+          for (std::int64_t c = lo; c < hi; ++c) {
+            float const x = dy(p, c);
+            flag |= non_finite(x);
+            at(r, q, c) = fma_rn(x, sp, at(r, q, c));
+          }
+        else
+          for (std::int64_t c = lo; c < hi; ++c) at(r, q, c) = fma_rn(dy(p, c), sp, at(r, q, c));
+      } else if (check_terms) {
         for (std::int64_t c = lo; c < hi; ++c) {
           float const x = dy(p, c);
           flag |= non_finite(x);
@@ -112,7 +123,7 @@ bool backward_scan(ExecutionSpace const& space, IdView const& ids, Dy const& dy,
   while ((std::int64_t{1} << shift) < rows_b) ++shift;
   std::int64_t const width = d / cols_b / 16 * 16;  // column slices start on 16-float boundaries
   bool const pow2 = (rows_b & (rows_b - 1)) == 0;
-  ScanWalk<IdView, Dy> const walk{ids, dy, t, d, rows_b, cols_b, width, padding_idx, shift, pow2};
+  ScanWalk<IdView, Dy> const walk{ids, dy, t, d, rows_b, cols_b, width, padding_idx, shift, pow2, has_term_scales(dy)};
   std::int64_t const widest = d - walk.width * (cols_b - 1);
   std::int64_t const most_rows = (v + rows_b - 1) / rows_b;
   bool const in_scratch = rows_b * cols_b > 1 && most_rows * widest * 4 <= scan_private_bytes;

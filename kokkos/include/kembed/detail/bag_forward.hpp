@@ -19,6 +19,8 @@ struct BagViews {
   std::int64_t count() const { return std::int64_t(bounds.extent(0)) - 1; }
 };
 
+inline constexpr std::int64_t host_bag_tile = 64;  // columns a host bag's sum keeps in registers
+
 // One team per bag, the columns on its vector lanes (one lane on the host): each
 // position's row is read once, in order, into the bag's output row. The same code on
 // every backend, so the host suites check the device's bits. With max, `won` (B, d),
@@ -59,6 +61,54 @@ inline void max_bag_host(std::int64_t b, std::int64_t begin, std::int64_t end, I
   }
 }
 
+// A host bag's sum, mean or weighted sum, the same operations as pool_bag's in the
+// same order, tile by tile of 64 columns held in registers over the whole bag (the
+// loop over positions then reads each row once and writes nothing until the end),
+// the row `prefetch_rows` positions ahead fetched (the next bags' too: a thread takes
+// neighbouring bags). 1 thread, V = 1e5, d = 64, 2,048 bags of 32: 0.53 -> 0.38 ms.
+template <std::int64_t Width, class IdView, class Table, class Weights>
+inline std::int64_t sum_tile_host(std::int64_t begin, std::int64_t end, std::int64_t width, std::int64_t c0,
+                                  IdView const& ids, Table const& weight, Weights const& w, std::int64_t pad,
+                                  float* const out) {
+  std::int64_t const n_cols = Width > 0 ? Width : width, t = ids.extent(0);
+  bool const weighted = w.extent(0) > 0;
+  float acc[host_bag_tile];
+  for (std::int64_t k = 0; k < n_cols; ++k) acc[k] = 0.0f;
+  std::int64_t n = 0;
+  for (std::int64_t p = begin; p < end; ++p) {
+    if (p + prefetch_rows < t) {
+      float const* ahead = &weight(static_cast<std::int64_t>(ids(p + prefetch_rows)), c0);
+      for (std::int64_t k = 0; k < n_cols; k += line_floats) prefetch(ahead + k);
+    }
+    auto const r = static_cast<std::int64_t>(ids(p));
+    if (r == pad) continue;
+    float const* const row = &weight(r, c0);
+    if (weighted) {
+      float const wp = w(p);
+      for (std::int64_t k = 0; k < n_cols; ++k) acc[k] = fma_rn(row[k], wp, acc[k]);
+    } else {
+      for (std::int64_t k = 0; k < n_cols; ++k) acc[k] = acc[k] + row[k];
+    }
+    ++n;
+  }
+  for (std::int64_t k = 0; k < n_cols; ++k) out[k] = acc[k];
+  return n;
+}
+
+template <class IdView, class Table, class Weights>
+inline void sum_bag_host(std::int64_t begin, std::int64_t end, IdView const& ids, Table const& weight, Weights const& w,
+                         std::int64_t pad, Pooling pooling, float* const out) {
+  std::int64_t const d = weight.extent(1);
+  std::int64_t n = 0;
+  for (std::int64_t c0 = 0; c0 < d; c0 += host_bag_tile) {
+    std::int64_t const width = d - c0 < host_bag_tile ? d - c0 : host_bag_tile;
+    n = width == host_bag_tile ? sum_tile_host<host_bag_tile>(begin, end, width, c0, ids, weight, w, pad, out + c0)
+                               : sum_tile_host<0>(begin, end, width, c0, ids, weight, w, pad, out + c0);
+  }
+  if (pooling == Pooling::mean && n > 0)
+    for (std::int64_t c = 0; c < d; ++c) out[c] = out[c] / float(n);
+}
+
 // One bag's output row (`lanes` splits the columns over a device team's vector lanes;
 // the host has one, and its plain loops are vectorised by the compiler).
 template <bool Host, class Member, class IdView, class Table, class Weights, class Won>
@@ -69,10 +119,11 @@ KOKKOS_INLINE_FUNCTION void pool_bag(Member const& team, std::int64_t b, std::in
   bool const record = won.data() != nullptr, weighted = w.extent(0) > 0;
   auto const columns = [&](auto&& f) { Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, d), f); };
   if constexpr (Host) {  // branch-free max, which the compiler vectorises (a compare and a blend)
-    if (pooling == Pooling::max) {
+    if (pooling == Pooling::max)
       max_bag_host(b, begin, end, ids, weight, pad, out, won);
-      return;
-    }
+    else
+      sum_bag_host(begin, end, ids, weight, w, pad, pooling, out);
+    return;
   }
   columns([&](std::int64_t c) {
     out[c] = 0.0f;
@@ -100,8 +151,10 @@ KOKKOS_INLINE_FUNCTION void pool_bag(Member const& team, std::int64_t b, std::in
   if (pooling == Pooling::mean && n > 0) columns([&](std::int64_t c) { out[c] = out[c] / float(n); });
 }
 
-template <class ExecutionSpace, class IdView, class Table, class Out>
-void bag_forward(
+// HostShape false runs the device's loops (one lane on a host backend): the host
+// suites check the device's arithmetic through it (test_bags.cpp).
+template <bool HostShape, class ExecutionSpace, class IdView, class Table, class Out>
+void bag_forward_shaped(
     ExecutionSpace const& space, IdView const& ids, BagViews<typename ExecutionSpace::memory_space> const& bags,
     Table const& weight, Out const& y,
     Kokkos::View<std::int64_t**, Kokkos::LayoutRight, typename ExecutionSpace::memory_space> const& won = {}) {
@@ -118,10 +171,17 @@ void bag_forward(
       KOKKOS_LAMBDA(typename Policy::member_type const& team) {
         std::int64_t const b = team.league_rank();
         run_for(isa, [&] {
-          pool_bag<Tiles<ExecutionSpace>::host>(team, b, bounds(b), bounds(b + 1), ids, weight, w, pad, pooling,
-                                                &y(b, 0), won);
+          pool_bag<HostShape>(team, b, bounds(b), bounds(b + 1), ids, weight, w, pad, pooling, &y(b, 0), won);
         });
       });
+}
+
+template <class ExecutionSpace, class IdView, class Table, class Out>
+void bag_forward(
+    ExecutionSpace const& space, IdView const& ids, BagViews<typename ExecutionSpace::memory_space> const& bags,
+    Table const& weight, Out const& y,
+    Kokkos::View<std::int64_t**, Kokkos::LayoutRight, typename ExecutionSpace::memory_space> const& won = {}) {
+  bag_forward_shaped<Tiles<ExecutionSpace>::host>(space, ids, bags, weight, y, won);
 }
 
 }  // namespace kembed::detail

@@ -73,17 +73,6 @@ struct RowScale {
   }
 };
 
-// A term's factor: the row's s (RowScale), unless the terms carry their own, one per
-// position (a bag's terms: detail/bag_terms.hpp overloads both for its type).
-template <class Dy>
-KOKKOS_INLINE_FUNCTION float term_scale(Dy const&, std::int64_t, float s) {
-  return s;
-}
-template <class Dy>
-KOKKOS_INLINE_FUNCTION bool has_term_scales(Dy const&) {
-  return false;
-}
-
 // The dy rows a fold reads are scattered (each row's positions, row after row), so
 // no hardware prefetcher predicts them: fetch the tile of the entry prefetch_rows
 // ahead in the index, past the end of this row's segment too (the next items are
@@ -93,7 +82,7 @@ template <class Positions, class Dy>
 KOKKOS_INLINE_FUNCTION void prefetch_entry(Positions const& positions, Dy const& dy, std::int64_t j, std::int64_t c0,
                                            std::int64_t n) {
   if (j + prefetch_rows >= static_cast<std::int64_t>(positions.extent(0))) return;
-  float const* next = &dy(positions(j + prefetch_rows), c0);
+  auto const* next = static_cast<float const*>(term_address(dy, positions(j + prefetch_rows), c0));
   for (std::int64_t k = 0; k < n; k += line_floats) prefetch(next + k);
 }
 

@@ -115,6 +115,21 @@ KOKKOS_INLINE_FUNCTION void prefetch(void const* p) {
   (void)p;
 #endif
 }
+// Where the term dy(p, c) is stored, for prefetch (a bag's terms overload it).
+template <class Dy>
+KOKKOS_INLINE_FUNCTION void const* term_address(Dy const& dy, std::int64_t p, std::int64_t c) {
+  return &dy(p, c);
+}
+// A term's factor: the row's s (RowScale), unless the terms carry their own, one per
+// position (a bag's terms: detail/bag_terms.hpp overloads both for its type).
+template <class Dy>
+KOKKOS_INLINE_FUNCTION float term_scale(Dy const&, std::int64_t, float s) {
+  return s;
+}
+template <class Dy>
+KOKKOS_INLINE_FUNCTION bool has_term_scales(Dy const&) {
+  return false;
+}
 
 // dst[0, n) = src[0, n) for output written once and not read back by this call:
 // on x86 hosts with non-temporal stores, which skip reading the destination's
