@@ -22,8 +22,9 @@ struct BagViews {
 inline constexpr std::int64_t host_bag_tile = 64;  // columns a host bag's sum keeps in registers
 
 // One team per bag, the columns on its vector lanes (one lane on the host): each
-// position's row is read once, in order, into the bag's output row. The same code on
-// every backend, so the host suites check the device's bits. With max, `won` (B, d),
+// position's row is read once, in order, into the bag's output row. Host backends run
+// loops of their own (below: the same operations in the same order), and the host
+// suites check the device's through bag_forward_shaped<false>. With max, `won` (B, d),
 // where given, receives each value's position, -1 for an empty bag (the backward's
 // argmax).
 // A host bag's max: the first position that counts copied, each later one taken where
@@ -118,7 +119,7 @@ KOKKOS_INLINE_FUNCTION void pool_bag(Member const& team, std::int64_t b, std::in
   std::int64_t const d = weight.extent(1);
   bool const record = won.data() != nullptr, weighted = w.extent(0) > 0;
   auto const columns = [&](auto&& f) { Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, d), f); };
-  if constexpr (Host) {  // branch-free max, which the compiler vectorises (a compare and a blend)
+  if constexpr (Host) {  // loops the compiler vectorises: max compares and blends, sums stay in registers
     if (pooling == Pooling::max)
       max_bag_host(b, begin, end, ids, weight, pad, out, won);
     else
