@@ -246,6 +246,52 @@ TEST(EmbeddingBag, BackwardIsTheOracleForEveryPoolingPlanAndMode) {
             }
 }
 
+// The bucket plan folds terms with factors (mean, weights) on each of its paths:
+// rows started at their first term (no carry), from a carry in scratch memory, a
+// sparse bucket's few rows in the gradient itself, and on 2+ threads a hot bucket's
+// rows dealt to parts. Buckets on the host hold 1,024 rows at d = 64: 89% of the
+// positions fall in bucket 0's first 64 rows, 10% in bucket 1, 1% on ten rows of
+// bucket 4 (sparse), none in 2 and 3. dy's zeros with weights < 0 make terms of -0.0,
+// which start a row at +0.0 (fma(-0.0, s, +0.0)), as the fold from +0.0 does.
+TEST(EmbeddingBag, TheBucketPlanFoldsFactorsOnEveryPath) {
+  std::int64_t const v = 5000, d = 64, bags = 240;
+  auto const table = test::table_for(v, d);
+  std::mt19937_64 rng(17);
+  Call call;
+  for (std::int64_t b = 0; b < bags; ++b) {
+    call.offsets.push_back(std::int64_t(call.ids.size()));
+    for (auto n = std::int64_t(rng() % 17); n > 0; --n) {
+      auto const u = rng() % 100;
+      call.ids.push_back(u < 89   ? std::int64_t(rng() % 64)
+                         : u < 99 ? 1024 + std::int64_t(rng() % 1024)
+                                  : 4096 + std::int64_t(rng() % 10));
+      call.weights.push_back(float(std::int64_t(rng() % 2001) - 1000) / 256.0f);
+    }
+  }
+  auto const t = std::int64_t(call.ids.size());
+  auto dy = dy_for(bags, d, 8);
+  for (std::size_t i = 0; i < dy.size(); i += 7) dy[i] = 0.0f;
+  auto const carry = dy_for(v, d, 9);
+  IdsRef const ids(call.ids), offsets(call.offsets);
+  for (bool weighted : {false, true})
+    for (bool with_carry : {false, true}) {
+      SCOPED_TRACE(std::string(weighted ? "weighted sum" : "mean") + (with_carry ? ", carry" : ""));
+      BagOptions o;
+      o.pooling = weighted ? Pooling::sum : Pooling::mean;
+      o.embedding.padding_idx = 3;
+      o.embedding.plan = Plan::bucket;
+      Layer const layer(v, d, FloatsRef(table.data(), Shape{v, d}), o);
+      ASSERT_EQ(layer.embedding().path_for(Space(), t, false, true).plan, Plan::bucket);
+      FloatsRef const w = weighted ? FloatsRef(call.weights.data(), Shape{t}) : FloatsRef{};
+      FloatsRef const c = with_carry ? FloatsRef(carry.data(), Shape{v, d}) : FloatsRef{};
+      reference::BagCall const ref{ids, make_bags(Shape{t}, &offsets, false), weighted ? call.weights.data() : nullptr};
+      auto const got = layer.backward(ids, &offsets, FloatsRef(dy.data(), Shape{bags, d}), w, c);
+      EXPECT_TRUE(same_bits(got.values, reference::bag_backward_identical(table.data(), layer.config(), ref, dy.data(),
+                                                                          with_carry ? carry.data() : nullptr)));
+      EXPECT_EQ(got.counts, reference::counts(v, ids));
+    }
+}
+
 // The host's two copies of the bag kernels and of the scaled folds (baseline, and
 // AVX2 with FMA: detail::run_for) give the oracle's bits, whichever the CPU picks.
 TEST(EmbeddingBag, BothHostIsaCopiesEqualTheOracles) {

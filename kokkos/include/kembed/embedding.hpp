@@ -158,13 +158,15 @@ class Embedding {
     // Deterministic mode always sorts. Bucket entries pack the position in 40 bits:
     // a larger batch (a terabyte of ids) sorts instead. Scaling by frequency needs
     // each row's count before its first term: the sort's index has it, so every plan
-    // runs the sort. Terms with their own factors need no count: scan folds them where
-    // asked, or on one thread (V = 1e5, d = 64, 2,048 mean bags of 32: 3.7 -> 2.1 ms;
-    // on two, whose column halves walk every term, sort's 2.5 ms beat scan's 2.8-4.2).
+    // runs the sort. Terms with their own factors need no count: bucket folds them,
+    // and scan where asked, or on one thread (V = 1e5, d = 64, 2,048 mean bags of 32:
+    // 3.7 -> 2.1 ms; on two, whose column halves walk every term, sort's 2.5 ms beat
+    // scan's 2.8-4.2).
     path.plan = config_.mode == Mode::identical ? plan_for(space, positions) : Plan::sort;
     if (path.plan == Plan::bucket && positions >= detail::bucket_max_positions) path.plan = Plan::sort;
     bool const scan_factors = path.plan == Plan::scan && (config_.plan == Plan::scan || space.concurrency() == 1);
-    if (path.freq || (path.scaled && !scan_factors)) path.plan = Plan::sort;
+    bool const folds_factors = path.plan == Plan::bucket || scan_factors;
+    if (path.freq || (path.scaled && !folds_factors)) path.plan = Plan::sort;
     // A call continuing its gradient in place on few of its rows folds only those
     // (the sort plan over the listed rows: the same sums, O(T) not O(V) per call).
     path.listed = in_place && path.mode != Mode::fast &&

@@ -181,11 +181,12 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
         // where there are few enough entries for the bucket to be sparse.
         Bits hit(team.team_scratch(1), (n_rows + 31) / 32);
         // This team's entries in position order: each is counted, and add(row, c,
-        // x) gets its terms, or set(row, c, x) a row's first where `track` marks the
-        // rows seen so far in `hit`. The same thread owns column c at every entry (one
-        // range, one split), so each (row, column) sum is one thread's ascending loop.
+        // x, s) gets its terms, or set(row, c, x, s) a row's first where `track`
+        // marks the rows seen so far in `hit` (s: the term's factor, or NoFactor).
+        // The same thread owns column c at every entry (one range, one split), so
+        // each (row, column) sum is one thread's ascending loop.
         int flag = 0;
-        auto const fold_entries = [&](bool check_terms, bool track, auto const& add, auto const& set) {
+        auto const walk = [&](auto no_factor, bool check_terms, bool track, auto const& add, auto const& set) {
           for (std::int64_t j = begin; j < end; ++j) {
             if (j + prefetch_rows < end) {  // dy reads are scattered, not streamed: fetch ahead
               std::int64_t const next = entries(j + prefetch_rows);
@@ -197,21 +198,29 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
             std::int64_t const row = e >> bucket_position_bits;
             if (by_rows && (row & (step - 1)) != first) continue;
             std::int64_t const p = e & position_mask;
+            auto const s = factor_of(dy, p, no_factor);
             if (counter) Kokkos::single(Kokkos::PerTeam(team), [&]() { counts(r0 + row) += 1; });
             bool const first_term = track && mark_row(hit, row);
             if (check_terms)
               Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c0, c0 + dc), [&](std::int64_t c) {
                 float const x = dy(p, c);
                 flag |= non_finite(x);
-                add(row, c, x);
+                add(row, c, x, s);
               });
             else if (first_term)
               Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c0, c0 + dc),
-                                   [&](std::int64_t c) { set(row, c, dy(p, c)); });
+                                   [&](std::int64_t c) { set(row, c, dy(p, c), s); });
             else
               Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c0, c0 + dc),
-                                   [&](std::int64_t c) { add(row, c, dy(p, c)); });
+                                   [&](std::int64_t c) { add(row, c, dy(p, c), s); });
           }
+        };
+        // Terms with their own factors (a mean or weighted bag's) get a copy of
+        // their own: the plain sum's loop stays an add.
+        auto const fold_entries = [&](bool check_terms, bool track, auto const& add, auto const& set) {
+          if constexpr (TermsCarryFactors<Dy>::value)
+            if (has_term_scales(dy)) return walk(1.0f, check_terms, track, add, set);
+          walk(NoFactor{}, check_terms, track, add, set);
         };
         std::int64_t hits = n_rows;
         if (!lazy && (end - begin) * sparse_entries < n_rows) {
@@ -249,8 +258,8 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
           stream_fence();
           team.team_barrier();
           // Few entries: each term tested (their sums stay in the gradient, unread).
-          auto const add = [&](std::int64_t row, std::int64_t c, float x) {
-            if (r0 + row != padding_idx) grad(r0 + row, c) = grad(r0 + row, c) + x;  // padding: checked, dropped
+          auto const add = [&](std::int64_t row, std::int64_t c, float x, auto s) {
+            if (r0 + row != padding_idx) grad(r0 + row, c) = add_term(grad(r0 + row, c), x, s);  // padding: dropped
           };
           fold_entries(!in_place, false, add, add);
           saw |= flag;
@@ -274,8 +283,10 @@ bool backward_bucket(ExecutionSpace const& space, IdView const& ids, Dy const& d
         team.team_barrier();
         fold_entries(
             false, lazy,
-            [&](std::int64_t row, std::int64_t c, float x) { acc(row * dc + c - c0) = acc(row * dc + c - c0) + x; },
-            [&](std::int64_t row, std::int64_t c, float x) { acc(row * dc + c - c0) = 0.0f + x; });
+            [&](std::int64_t row, std::int64_t c, float x, auto s) {
+              acc(row * dc + c - c0) = add_term(acc(row * dc + c - c0), x, s);
+            },
+            [&](std::int64_t row, std::int64_t c, float x, auto s) { acc(row * dc + c - c0) = add_term(0.0f, x, s); });
         team.team_barrier();
         // Every gradient row written once (streamed where the host can and the
         // gradient would not stay in cache), its sums tested on the way (the

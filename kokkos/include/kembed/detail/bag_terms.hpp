@@ -41,6 +41,8 @@ template <class M>
 KOKKOS_INLINE_FUNCTION bool has_term_scales(BagTerms<M> const& terms) {
   return terms.scale.data() != nullptr;
 }
+template <class M>
+struct TermsCarryFactors<BagTerms<M>> : std::true_type {};
 
 // The bag of each position: bag(p) = b for p in [bounds(b), bounds(b + 1)).
 template <class ExecutionSpace>

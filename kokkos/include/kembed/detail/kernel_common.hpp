@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #if defined(__SSE__) && !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__) && !defined(__SYCL_DEVICE_ONLY__)
 #include <xmmintrin.h>
 #define KEMBED_HOST_STREAM_STORES 1
@@ -129,6 +130,30 @@ KOKKOS_INLINE_FUNCTION float term_scale(Dy const&, std::int64_t, float s) {
 template <class Dy>
 KOKKOS_INLINE_FUNCTION bool has_term_scales(Dy const&) {
   return false;
+}
+// Whether a type of terms can carry factors at all: only those kernels compile a
+// folding-with-factors copy (bag_terms.hpp specialises it).
+template <class Dy>
+struct TermsCarryFactors : std::false_type {};
+
+// A term added to a sum: acc + x, or with its factor s as one fused multiply-add,
+// fma(x, s, acc). A row's first term on +0.0 is the same call with acc = +0.0, so
+// that fma(-0.0, s, +0.0) is +0.0 as the contract's fold from +0.0 gives.
+struct NoFactor {};
+KOKKOS_INLINE_FUNCTION float add_term(float acc, float x, NoFactor) {
+  return acc + x;
+}
+KOKKOS_INLINE_FUNCTION float add_term(float acc, float x, float s) {
+  return fma_rn(x, s, acc);
+}
+// Position p's factor where the fold has factors (`float`), none where not.
+template <class Dy>
+KOKKOS_INLINE_FUNCTION NoFactor factor_of(Dy const&, std::int64_t, NoFactor) {
+  return {};
+}
+template <class Dy>
+KOKKOS_INLINE_FUNCTION float factor_of(Dy const& dy, std::int64_t p, float) {
+  return term_scale(dy, p, 1.0f);
 }
 
 // dst[0, n) = src[0, n) for output written once and not read back by this call:
