@@ -66,6 +66,32 @@ KOKKOS_INLINE_FUNCTION double dmul_rn(double a, double b) { return a * b; }
 KOKKOS_INLINE_FUNCTION double dadd_rn(double a, double b) { return a + b; }
 KOKKOS_INLINE_FUNCTION double dsqrt_rn(double a) { return std::sqrt(a); }
 #endif
+// Correctly rounded binary32 division and square root (the update step's). CUDA's
+// intrinsics say so whatever -prec-div/-prec-sqrt; HIP's __fsqrt_rn is the native
+// approximation unless OCML_BASIC_ROUNDED_OPERATIONS, while its plain '/' and sqrtf
+// are correctly rounded (clang's default -fhip-fp32-correctly-rounded-divide-sqrt).
+#if defined(__CUDA_ARCH__)
+KOKKOS_INLINE_FUNCTION float div_rn(float a, float b) {
+  return __fdiv_rn(a, b);
+}
+KOKKOS_INLINE_FUNCTION float sqrt_rn(float a) {
+  return __fsqrt_rn(a);
+}
+#elif defined(__HIP_DEVICE_COMPILE__)
+KOKKOS_INLINE_FUNCTION float div_rn(float a, float b) {
+  return a / b;
+}
+KOKKOS_INLINE_FUNCTION float sqrt_rn(float a) {
+  return sqrtf(a);
+}
+#else
+KOKKOS_INLINE_FUNCTION float div_rn(float a, float b) {
+  return a / b;
+}
+KOKKOS_INLINE_FUNCTION float sqrt_rn(float a) {
+  return std::sqrt(a);
+}
+#endif
 
 // x - x is +0 for every finite x and NaN for NaN and the infinities (no fast-math).
 template <class T>
