@@ -244,28 +244,9 @@ std::vector<TorchBag> load_torch_bags() {
   return cases;
 }
 
-// How many values have torch's bits, and the largest distance of the others in units
-// in the last place.
-struct Agreement {
-  std::int64_t equal = 0, ulps = 0;
-  bool operator==(Agreement const& o) const { return equal == o.equal && ulps == o.ulps; }
-};
-std::ostream& operator<<(std::ostream& out, Agreement const& a) {
-  return out << a.equal << " equal, largest difference " << a.ulps << " ULP";
-}
-Agreement agreement(std::vector<float> const& a, std::vector<float> const& b) {
-  Agreement r;
-  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    r.equal += bits_of(a[i]) == bits_of(b[i]);
-    r.ulps = std::max(r.ulps, ulp_distance(a[i], b[i]));
-  }
-  return r;
-}
+using test::Agreement;
+using test::agreement;
 
-// How many values equal torch's, and how far the others are, per case: the output (all of them, but where torch
-// rounds w * row before adding, which it does with padding_idx set), the table's
-// gradient (torch orders a row's terms by a sort that is not stable) and the weights'
-// gradient (torch's dot product orders its own way). docs/CONTRACT.md quotes these.
 struct Shares {
   char const* name;
   Agreement y, grad, weights;

@@ -7,9 +7,14 @@
 #include <kembed/core/optim.hpp>
 #include <kembed/core/optim_reference.hpp>
 
+#include "support/test_support.hpp"
+
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <random>
+#include <sstream>
 
 namespace kembed {
 namespace {
@@ -270,6 +275,120 @@ TEST(Optim, RefusesBadInputByNameAndChangesNothing) {
   expect_refused("grad", good, st0, bad_g);
   EXPECT_THROW(parse_optimizer("adamax"), InvalidArgument);
   EXPECT_EQ(parse_optimizer("rowwise_adagrad"), Optimizer::rowwise_adagrad);
+}
+
+// ---- against torch's CPU optimizers (tests/data/torch_optim.txt) ----
+//
+// The inputs are scripts/make_torch_optim_reference.py's hash: a multiple of 2^-11 in
+// [-1, 1), times a power of two, the same in Python and here.
+float hashed(std::int64_t i, std::int64_t seed, float scale) {
+  auto const h = (std::uint64_t(i) * 2654435761ull + std::uint64_t(seed) * 40503ull) % 4093ull;
+  return float(double(std::int64_t(h) - 2046) / 2048.0) * scale;
+}
+
+struct TorchOptimCase {
+  std::string name;
+  OptimSettings settings;
+  bool sparse = false;
+  std::vector<std::vector<float>> tables;  // torch's, after steps 1, 10, 100
+};
+
+OptimSettings parse_settings(std::string const& optimizer, std::istream& words) {
+  auto s = optim_defaults(parse_optimizer(optimizer));
+  std::map<std::string, double*> numbers{{"lr", &s.lr},
+                                         {"momentum", &s.momentum},
+                                         {"dampening", &s.dampening},
+                                         {"weight_decay", &s.weight_decay},
+                                         {"lr_decay", &s.lr_decay},
+                                         {"initial_accumulator_value", &s.initial_accumulator_value},
+                                         {"eps", &s.eps}};
+  std::map<std::string, bool*> flags{
+      {"nesterov", &s.nesterov}, {"maximize", &s.maximize}, {"decoupled_weight_decay", &s.decoupled_weight_decay}};
+  for (std::string word; words >> word;) {
+    auto const eq = word.find('=');
+    auto const key = word.substr(0, eq), text = word.substr(eq + 1);
+    if (numbers.count(key))
+      *numbers[key] = std::stod(text);
+    else if (flags.count(key))
+      *flags[key] = text == "1";
+    else
+      ADD_FAILURE() << "unknown setting " << word;
+  }
+  return s;
+}
+
+std::vector<TorchOptimCase> load_torch_optim() {
+  std::ifstream file(test::data_file("torch_optim.txt"));
+  std::vector<TorchOptimCase> cases;
+  for (std::string line; std::getline(file, line);) {
+    if (line.rfind("case ", 0) != 0) continue;
+    std::istringstream words(line.substr(5));
+    TorchOptimCase c;
+    std::string optimizer;
+    int sparse = 0;
+    words >> c.name >> optimizer >> sparse;
+    c.sparse = sparse != 0;
+    c.settings = parse_settings(optimizer, words);
+    for (int k = 0; k < 3; ++k) {
+      std::getline(file, line);
+      c.tables.push_back(test::parse_hex(line));
+    }
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+// Values of kembed's table equal to torch's after steps 1, 10 and 100 (16 x 8 = 128
+// values), and the largest distance of the others: docs/CONTRACT.md's table.
+struct OptimShares {
+  char const* name;
+  test::Agreement after[3];
+};
+OptimShares const torch_optim_shares[] = {
+    {"sgd", {{128, 0}, {128, 0}, {128, 0}}},
+    {"sgd_momentum", {{128, 0}, {128, 0}, {128, 0}}},
+    {"sgd_nesterov", {{128, 0}, {128, 0}, {128, 0}}},
+    {"adagrad", {{128, 0}, {122, 8}, {105, 4}}},
+    {"adagrad_sparse", {{123, 1}, {109, 16}, {73, 7}}},
+    {"adam", {{127, 4}, {125, 2}, {120, 2}}},
+    {"adam_l2", {{128, 0}, {126, 2}, {120, 18}}},
+    {"adamw", {{127, 4}, {126, 1}, {119, 4}}},
+    {"sparse_adam", {{40, 419}, {7, 792}, {5, 419}}},
+};
+
+TEST(Optim, SharesOfValuesEqualToTorchAreAsRecorded) {
+  std::int64_t const v = 16, d = 8;
+  auto const cases = load_torch_optim();
+  ASSERT_EQ(cases.size(), std::size(torch_optim_shares)) << "tests/data/torch_optim.txt is missing or incomplete";
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    auto const& c = cases[i];
+    ASSERT_EQ(c.name, torch_optim_shares[i].name);
+    SCOPED_TRACE(c.name);
+    std::vector<float> w(std::size_t(v * d));
+    for (std::int64_t e = 0; e < v * d; ++e) w[e] = hashed(e, 1, 1.0f);
+    auto state = initial_state(c.settings, v, d);
+    int kept = 0;
+    for (std::int64_t step = 1; step <= 100; ++step) {
+      std::vector<float> g(std::size_t(v * d));
+      for (std::int64_t e = 0; e < v * d; ++e) g[e] = hashed(e, 100 + step, 0.125f);
+      if (c.sparse) {
+        SparseGradient sg;
+        sg.num_embeddings = v, sg.embedding_dim = d;
+        for (std::int64_t r = 0; r < v; ++r)
+          if ((r + step) % 3 != 0) {
+            sg.rows.push_back(r), sg.counts.push_back(1);
+            sg.values.insert(sg.values.end(), g.begin() + r * d, g.begin() + (r + 1) * d);
+          }
+        reference::optim_step(c.settings, w.data(), v, d, sg, state);
+      } else {
+        reference::optim_step(c.settings, w.data(), v, d, g.data(), state);
+      }
+      if (step == 1 || step == 10 || step == 100) {
+        EXPECT_EQ(test::agreement(w, c.tables[kept]), torch_optim_shares[i].after[kept]) << "after step " << step;
+        ++kept;
+      }
+    }
+  }
 }
 
 }  // namespace

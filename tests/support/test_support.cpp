@@ -1,7 +1,9 @@
 #include "test_support.hpp"
 
+#include <kembed/core/compare.hpp>
 #include <kembed/core/synthetic.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <limits>
@@ -183,6 +185,19 @@ Batch const& catalogue_batch(std::string const& name) {
   for (auto const& m : makers)
     if (name == m.name) return made.emplace(name, m.make(name)).first->second;
   throw std::invalid_argument("the catalogue has no input named " + name);
+}
+
+std::ostream& operator<<(std::ostream& out, Agreement const& a) {
+  return out << a.equal << " equal, largest difference " << a.ulps << " ULP";
+}
+
+Agreement agreement(std::vector<float> const& a, std::vector<float> const& b) {
+  Agreement r;
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    r.equal += bits_of(a[i]) == bits_of(b[i]);
+    r.ulps = std::max(r.ulps, ulp_distance(a[i], b[i]));
+  }
+  return r;
 }
 
 std::vector<float> parse_hex(std::string const& line) {

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,15 @@ inline float from_bits(std::uint32_t b) {
 // memcmp equality; on failure, how many floats differ and the first one, in hex.
 ::testing::AssertionResult same_bits(std::vector<float> const& got, std::vector<float> const& want);
 ::testing::AssertionResult same_values(std::vector<std::int64_t> const& got, std::vector<std::int64_t> const& want);
+
+// How many values have torch's bits, and the largest distance of the others in units
+// in the last place: what the stored torch comparisons hold.
+struct Agreement {
+  std::int64_t equal = 0, ulps = 0;
+  bool operator==(Agreement const& o) const { return equal == o.equal && ulps == o.ulps; }
+};
+std::ostream& operator<<(std::ostream& out, Agreement const& a);
+Agreement agreement(std::vector<float> const& a, std::vector<float> const& b);
 
 // Lines of the stored torch results: hexadecimal float bits, and integers.
 std::vector<float> parse_hex(std::string const& line);
