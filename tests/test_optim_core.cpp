@@ -19,8 +19,9 @@
 namespace kembed {
 namespace {
 
+// (memcmp is not given an empty vector's null data: UBSan says so.)
 bool same_bits(std::vector<float> const& a, std::vector<float> const& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 bool same_bits(float a, float b) {
   return std::memcmp(&a, &b, sizeof a) == 0;
