@@ -81,13 +81,14 @@ class TableOptimizer {
                                              st.first.size());
     Kokkos::View<float*, memory_space> second(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kembed::optim_state"),
                                               st.second.size());
-    Kokkos::deep_copy(first, host_floats(const_cast<std::vector<float>&>(st.first)));
-    Kokkos::deep_copy(second, host_floats(const_cast<std::vector<float>&>(st.second)));
+    Kokkos::deep_copy(first, HostConstFloats(st.first.data(), st.first.size()));
+    Kokkos::deep_copy(second, HostConstFloats(st.second.data(), st.second.size()));
     first_ = first, second_ = second, step_ = st.step;
   }
 
  private:
   using HostFloats = Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  using HostConstFloats = Kokkos::View<float const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
   static HostFloats host_floats(std::vector<float>& v) { return HostFloats(v.data(), v.size()); }
 
   void check_weight(matrix_type const& weight) const { check_matrix("weight", weight, v_); }
