@@ -281,7 +281,7 @@ TEST(EmbeddingBag, TheBucketPlanFoldsFactorsOnEveryPath) {
       o.embedding.padding_idx = 3;
       o.embedding.plan = Plan::bucket;
       Layer const layer(v, d, FloatsRef(table.data(), Shape{v, d}), o);
-      ASSERT_EQ(layer.embedding().path_for(Space(), t, false, true).plan, Plan::bucket);
+      ASSERT_EQ(layer.embedding().path_for(Space(), CallShape{t, bags, false, true}).plan, Plan::bucket);
       FloatsRef const w = weighted ? FloatsRef(call.weights.data(), Shape{t}) : FloatsRef{};
       FloatsRef const c = with_carry ? FloatsRef(carry.data(), Shape{v, d}) : FloatsRef{};
       reference::BagCall const ref{ids, make_bags(Shape{t}, &offsets, false), weighted ? call.weights.data() : nullptr};
@@ -546,6 +546,34 @@ TEST(EmbeddingBag, KernelsAndRegionsAreNamedKembed) {
   for (char const* want : {"kembed::bag_forward", "kembed::bag_backward", "kembed::bag_backward_sparse[identical]",
                            "kembed::bag_weights_backward"})
     EXPECT_EQ(bag_regions.count(want), 1u) << "region never seen: " << want;
+}
+
+// `auto` weighs a bag call by its dy rows (bags), not its positions: at 2-4 threads a
+// call with 8 positions per table row but fewer bags than 8 V takes the bucket plan,
+// where an unpooled call of as many positions sorts. The region names the plan run.
+TEST(EmbeddingBag, AutoPlanWeighsBagsNotPositions) {
+  std::int64_t const v = 8200, d = 64, bags = 512, t = 8 * v;  // a 2.1 MB gradient
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(t)), offsets(static_cast<std::size_t>(bags));
+  for (std::int64_t p = 0; p < t; ++p) ids[std::size_t(p)] = (p * 7919) % v;
+  for (std::int64_t b = 0; b < bags; ++b) offsets[std::size_t(b)] = b * (t / bags);
+  auto const dy = dy_for(bags, d, 3);
+  bool const host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, Space::memory_space>::accessible;
+  auto const threads = Space().concurrency();
+  Plan const want = detail::auto_plan(host, threads, v, d, t, bags);
+  if (host && threads >= 2 && threads <= 4) {
+    EXPECT_EQ(want, Plan::bucket);
+    EXPECT_EQ(detail::auto_plan(host, threads, v, d, t), Plan::sort);
+  }
+  BagOptions o;  // plan auto
+  auto const layer = Layer::backward_only(Space(), v, d, o);
+  IdsRef const i(ids), off(offsets);
+  bag_regions.clear();
+  Kokkos::Tools::Experimental::set_push_region_callback(on_bag_region);
+  auto const got = layer.backward(i, &off, FloatsRef(dy.data(), Shape{bags, d}));
+  Kokkos::Tools::Experimental::set_push_region_callback(nullptr);
+  std::string const region = std::string("kembed::backward[identical,") + std::string(to_string(want)) + "]";
+  EXPECT_EQ(bag_regions.count(region), 1u) << "region never seen: " << region;
+  EXPECT_EQ(layer.embedding().path_for(Space(), CallShape{t, bags, false, false}).plan, want);
 }
 
 // over() works on the caller's table (max_norm writes it); backward_only() folds

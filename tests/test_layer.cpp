@@ -246,6 +246,9 @@ TEST(Plans, AutoFollowsTheMeasuredRule) {
     EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, 1000), Plan::bucket);
     EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, 8 * (mib / 32 + 1) - 1), Plan::bucket);
     EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, 8 * (mib / 32 + 1)), Plan::sort);
+    // A bag call's terms read a dy row per bag: the rule counts dy rows, not positions.
+    EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, 8 * (mib / 32 + 1), 8 * (mib / 32 + 1) - 1), Plan::bucket);
+    EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, std::int64_t{1} << 62, 8 * (mib / 32 + 1)), Plan::sort);
     EXPECT_EQ(auto_plan(true, threads, std::int64_t{1} << 40, d, std::int64_t{1} << 43), Plan::sort);
     EXPECT_EQ(auto_plan(true, threads, std::int64_t{1} << 40, d, (std::int64_t{1} << 43) - 1), Plan::bucket);
   }

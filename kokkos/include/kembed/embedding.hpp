@@ -139,21 +139,26 @@ class Embedding {
   // rule measured on 2 cores: docs/PERFORMANCE.md).
   Plan plan_for(std::int64_t positions) const { return plan_for(space_, positions); }
   // As above, for the execution space instance a call runs on.
-  Plan plan_for(ExecutionSpace const& space, std::int64_t positions) const {
+  // (`dy_rows`: the rows of dy its terms read, a bag call's bags; unpooled, T.)
+  Plan plan_for(ExecutionSpace const& space, std::int64_t positions, std::int64_t dy_rows = -1) const {
     if (config_.plan != Plan::automatic) return config_.plan;
-    return detail::auto_plan(host_memory, space.concurrency(), config_.num_embeddings, config_.embedding_dim,
-                             positions);
+    return detail::auto_plan(host_memory, space.concurrency(), config_.num_embeddings, config_.embedding_dim, positions,
+                             dy_rows < 0 ? positions : dy_rows);
   }
 
-  // The path backward takes for a call of `positions` on `space` (`in_place`: the
-  // carry is the output itself, as a job continues its gradient; `factors`: each term
-  // has its own factor, as a mean or weighted bag's). backward decides here and
-  // nowhere else, so what a caller reports is what ran.
-  BackwardPath path_for(ExecutionSpace const& space, std::int64_t positions, bool in_place = false,
-                        bool factors = false) const {
+  // The path backward takes for an unpooled call of `positions` on `space`
+  // (`in_place`: the carry is the output itself, as a job continues its gradient).
+  BackwardPath path_for(ExecutionSpace const& space, std::int64_t positions, bool in_place = false) const {
+    return path_for(space, CallShape{positions, positions, in_place, false});
+  }
+  // The path for any call (a bag call's, or positions with factors). backward decides
+  // here and nowhere else, so what a caller reports is what ran.
+  BackwardPath path_for(ExecutionSpace const& space, CallShape const& call) const {
+    auto const positions = call.positions;
+    bool const in_place = call.in_place;
     BackwardPath path;
     path.freq = config_.scales();
-    path.scaled = path.freq || factors;
+    path.scaled = path.freq || call.factors;
     path.mode = path.scaled && config_.mode == Mode::fast ? Mode::identical : config_.mode;
     // Deterministic mode always sorts. Bucket entries pack the position in 40 bits:
     // a larger batch (a terabyte of ids) sorts instead. Scaling by frequency needs
@@ -162,7 +167,7 @@ class Embedding {
     // and scan where asked, or on one thread (V = 1e5, d = 64, 2,048 mean bags of 32:
     // 3.7 -> 2.1 ms; on two, whose column halves walk every term, sort's 2.5 ms beat
     // scan's 2.8-4.2).
-    path.plan = config_.mode == Mode::identical ? plan_for(space, positions) : Plan::sort;
+    path.plan = config_.mode == Mode::identical ? plan_for(space, positions, call.dy_rows) : Plan::sort;
     if (path.plan == Plan::bucket && positions >= detail::bucket_max_positions) path.plan = Plan::sort;
     bool const scan_factors = path.plan == Plan::scan && (config_.plan == Plan::scan || space.concurrency() == 1);
     bool const folds_factors = path.plan == Plan::bucket || scan_factors;

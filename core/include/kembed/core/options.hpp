@@ -85,6 +85,17 @@ std::vector<std::pair<std::string, std::string>> settings_text(Config const& con
 // not a setting: callers compare num_embeddings and embedding_dim themselves.
 std::vector<SettingDifference> differences(Config const& a, Config const& b, Settings which = Settings::all);
 
+// What one backward call folds, as Embedding::path_for weighs it: its positions, the
+// rows of dy its terms read (the positions, or a bag call's bags), whether it continues
+// its output in place (the carry is the output) and whether each term has its own
+// factor (a mean or weighted bag's).
+struct CallShape {
+  std::int64_t positions = 0;
+  std::int64_t dy_rows = 0;
+  bool in_place = false;
+  bool factors = false;
+};
+
 // The path one backward call takes, decided in one place (Embedding::path_for): what
 // backward dispatches on, the profiling region it names, and what the job, kembed-bench
 // and kembed-demo report.

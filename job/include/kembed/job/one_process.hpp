@@ -96,7 +96,8 @@ class OneProcess {
     void backward_bags(ExecutionSpace const& space, BagCall const& in, matrix_type const& grad, std::int64_t* tally,
                        batch_counts_type const& batch_counts) const {
       auto const up = upload_bags(in, tally);
-      last_path_ = layer_.path_for(space, in.positions, true, bags_->pooling() == Pooling::mean || in.weighted);
+      last_path_ = layer_.path_for(
+          space, CallShape{in.positions, in.bags, true, bags_->pooling() == Pooling::mean || in.weighted});
       last_positions_ = in.positions;
       bags_->backward(space, up.ids, up.offsets, up.dy, grad, grad, {}, up.weights, batch_counts);
     }

@@ -21,7 +21,7 @@ struct AutoThresholds {
   static constexpr std::int64_t scan_tiny_dy = std::int64_t{256} << 10;
   static constexpr std::int64_t scan_narrow_slice = 64;  // floats
   static constexpr std::int64_t scan_narrow_dy = std::int64_t{4} << 20;
-  static constexpr std::int64_t sort_positions_per_row = 8;
+  static constexpr std::int64_t sort_dy_rows_per_row = 8;
 };
 
 // On host backends (sizes in bytes):
@@ -40,20 +40,26 @@ struct AutoThresholds {
 //   0.5 MiB of dy); else `sort`. At d = 16 and 512 the scan splits the rows instead,
 //   every thread walking past the other's positions: the sort was 1.5-1.7x faster
 //   at d = 16 and 1.2-1.3x at d = 512 (all but uniform ids at T = 1e6: 0.93x);
-// - 2-4 threads, larger gradients: `sort` where there are at least 8 positions per
-//   row (T >= 8 V): each row's sum stays in registers while its segment is read,
-//   where the bucket plan adds every dy row into its cache slice; it won by
-//   1.1-1.3x at V = 1e5, T = 1e6. At 2-4 positions per row the two traded places
-//   with the ids' distribution, and at V = 1e6 with 3-4 the bucket plan's smaller
-//   histogram won by 1.4-1.9x; at 1 or fewer it won by 1.5-3x. Otherwise `bucket`
-//   (its updates stay in cache, each gradient row is written once, and a hot
-//   bucket's rows are shared out, where the scan re-reads every id on every thread);
+// - 2-4 threads, larger gradients: `sort` where dy has at least 8 rows per table
+//   row (an unpooled call's T >= 8 V): each row's sum stays in registers while its
+//   segment is read, where the bucket plan adds every dy row into its cache slice;
+//   it won by 1.1-1.3x at V = 1e5, T = 1e6. At 2-4 positions per row the two traded
+//   places with the ids' distribution, and at V = 1e6 with 3-4 the bucket plan's
+//   smaller histogram won by 1.4-1.9x; at 1 or fewer it won by 1.5-3x. A bag call's
+//   terms read one dy row per bag (B, not T): its dy stays in cache, and the sort's
+//   pass over T ids is what is left to pay (V = 1e5, 16,384 bags of 128 Zipf ids,
+//   d = 64 and 128, sum, mean, weighted, fixed and variable lengths: bucket 1.07-1.7x
+//   faster than sort at every point). Otherwise `bucket` (its updates stay in cache,
+//   each gradient row is written once, and a hot bucket's rows are shared out, where
+//   the scan re-reads every id on every thread);
 // - past 4 threads: `bucket` for gradients over 2 MiB, and the contract's V * T
 //   rule below that, until measured.
 // A device backend sorts, in its device shape (row_index.hpp, fold.hpp): the scan's
 // thousands of blocks would each walk every position, and a hot bucket serialises
 // on one team's scratch pad (docs/DESIGN.md, "Device backends").
-inline Plan auto_plan(bool host, std::int64_t threads, std::int64_t v, std::int64_t d, std::int64_t t) {
+// `dy_rows`: the rows of dy the call's terms read (T unpooled, B for bags).
+inline Plan auto_plan(bool host, std::int64_t threads, std::int64_t v, std::int64_t d, std::int64_t t,
+                      std::int64_t dy_rows) {
   if (!host) return Plan::sort;
   using K = AutoThresholds;
   std::int64_t const row_bytes = d * std::int64_t(sizeof(float));
@@ -72,7 +78,10 @@ inline Plan auto_plan(bool host, std::int64_t threads, std::int64_t v, std::int6
                         !at_most(t, K::scan_narrow_dy);
     return at_most(t, K::scan_tiny_dy) || narrow ? Plan::scan : Plan::sort;
   }
-  return v <= t / K::sort_positions_per_row ? Plan::sort : Plan::bucket;
+  return v <= dy_rows / K::sort_dy_rows_per_row ? Plan::sort : Plan::bucket;
+}
+inline Plan auto_plan(bool host, std::int64_t threads, std::int64_t v, std::int64_t d, std::int64_t t) {
+  return auto_plan(host, threads, v, d, t, t);
 }
 
 }  // namespace kembed::detail

@@ -202,7 +202,7 @@ class ShardedEmbedding {
           last_positions_ = n;
           if (n == 0) return;
           auto const in = factored_upload(recv_ids, recv_dy, recv_factors, n);
-          last_path_ = layer_->path_for(space_, n, true, true);
+          last_path_ = layer_->path_for(space_, CallShape{n, n, true, true});
           bags_->backward(space_, in.ids, in.offsets, in.dy, grad, grad, {}, in.factors, batch_counts);
           space_.fence();
         },
