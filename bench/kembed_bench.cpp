@@ -6,7 +6,7 @@
 //                [--rows V] [--dim d] [--positions T]   (restricts the grid to one value)
 //   kembed-bench --inputs DIR --rows V --dim d     (times one batch given as raw files,
 //                                                   for scripts/bench_peers.py;
-//                [--bags B --pooling P --weighted]  a bag batch, for scripts/bench_bags.py)
+//                [--bags B --pooling P --weighted --plan P]  a bag batch, for scripts/bench_bags.py)
 #include <kembed/backends.hpp>
 #include <kembed/core/synthetic.hpp>
 #include <kembed/embedding.hpp>
@@ -296,7 +296,7 @@ int inputs(std::string const& dir, long long v, long long d, long long t) {
 // must move, as one JSON line.
 template <class Space>
 int bag_inputs(std::string const& dir, long long v, long long d, long long t, long long b, std::string const& pooling,
-               bool weighted) {
+               bool weighted, kembed::Plan plan) {
   using Layer = kembed::EmbeddingBag<Space>;
   using M = typename Space::memory_space;
   Space space;
@@ -319,6 +319,7 @@ int bag_inputs(std::string const& dir, long long v, long long d, long long t, lo
   read_raw(dir + "/table.f32", table_h.data(), table_h.size());
   kembed::BagOptions options;
   options.pooling = kembed::parse_pooling(pooling);
+  options.embedding.plan = plan;
   Layer layer(space, v, d, kembed::FloatsRef(table_h.data(), kembed::Shape{v, d}), options);
   std::vector<float>().swap(table_h);
   auto const y = kembed::make_matrix(space, "y", b, d), grad = kembed::make_matrix(space, "grad", v, d);
@@ -340,9 +341,14 @@ int bag_inputs(std::string const& dir, long long v, long long d, long long t, lo
   auto const gh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
   std::printf(
       "{\"backend\": \"%s\", \"threads\": %d, \"forward_seconds\": %.6g, \"backward_seconds\": %.6g, "
-      "\"memcpy_forward_bytes_seconds\": %.6g, \"memcpy_backward_bytes_seconds\": %.6g, \"y_sha256\": \"%s\", "
-      "\"grad_sha256\": \"%s\"}\n",
+      "\"memcpy_forward_bytes_seconds\": %.6g, \"memcpy_backward_bytes_seconds\": %.6g, \"plan_used\": \"%s\", "
+      "\"y_sha256\": \"%s\", \"grad_sha256\": \"%s\"}\n",
       Space::name(), int(space.concurrency()), fwd, bwd, fwd_copy, bwd_copy,
+      std::string(
+          layer.embedding()
+              .path_for(space, kembed::CallShape{t, b, false, options.pooling == kembed::Pooling::mean || weighted})
+              .plan_name())
+          .c_str(),
       kembed::io::sha256_hex(yh.data(), yh.size() * 4).c_str(),
       kembed::io::sha256_hex(gh.data(), gh.size() * 4).c_str());
   return 0;
@@ -352,6 +358,7 @@ int bag_inputs(std::string const& dir, long long v, long long d, long long t, lo
 
 int main(int argc, char** argv) {
   std::string backend = "default", csv, dir, pooling = "sum";
+  kembed::Plan plan = kembed::Plan::automatic;
   int threads = 0;
   bool quick = false, weighted = false;
   long long v = 0, d = 0, t = 0, bags = 0;
@@ -380,12 +387,14 @@ int main(int argc, char** argv) {
       pooling = value();
     else if (a == "--weighted")
       weighted = true;
+    else if (a == "--plan")
+      plan = kembed::parse_plan(value());
     else {
       std::fprintf(stderr,
                    "usage: kembed-bench [--backend NAME] [--threads N] [--quick] [--csv FILE]\n"
                    "                    [--rows V] [--dim d] [--positions T]   (one value of the grid's)\n"
                    "       kembed-bench --inputs DIR --rows V --dim d --positions T [--backend ...]\n"
-                   "                    [--bags B [--pooling sum|mean|max] [--weighted]]   (a bag batch)\n");
+                   "                    [--bags B [--pooling sum|mean|max] [--weighted] [--plan P]]   (a bag batch)\n");
       return 2;
     }
   }
@@ -399,7 +408,7 @@ int main(int argc, char** argv) {
     auto const run = [&](auto space) {
       using Space = decltype(space);
       if (dir.empty()) return grid<Space>(quick, csv, v, d, t);
-      return bags > 0 ? bag_inputs<Space>(dir, v, d, t, bags, pooling, weighted) : inputs<Space>(dir, v, d, t);
+      return bags > 0 ? bag_inputs<Space>(dir, v, d, t, bags, pooling, weighted, plan) : inputs<Space>(dir, v, d, t);
     };
     // Its bound is a host memcpy: devices have kembed-device-bench.
     return kembed::on_backend(backend, [&](auto space) -> int {
