@@ -6,6 +6,7 @@
 #include <kembed/io/check.hpp>
 #include <kembed/io/describe.hpp>
 #include <kembed/io/job_files.hpp>
+#include <kembed/io/optim_file.hpp>
 #include <kembed/io/run_file.hpp>
 #include <kembed/io/table_file.hpp>
 
@@ -30,6 +31,7 @@ char const* meaning(std::string const& format, bool present) {
   if (format == io::batch_format) return "a batch: ids and dy";
   if (format == io::forward_format) return "the output of a forward run";
   if (format == io::checkpoint_format) return "a checkpoint of an unfinished backward run (kembed backward --resume)";
+  if (format == io::optim_state_format) return "an optimizer's state between steps (kembed step --state)";
   if (format.empty()) return "not a kembed file (no 'format' attribute)";
   return "not a format this kembed knows";
 }

@@ -104,19 +104,25 @@ StepConstants step_constants(OptimSettings const& s, std::int64_t t) {
   return k;
 }
 
-// Sizes of `first` and `second` for a (V, d) table.
-static std::int64_t first_size(OptimSettings const& s, std::int64_t v, std::int64_t d) {
+StateWidths state_widths(OptimSettings const& s, std::int64_t d) {
   switch (s.optimizer) {
     case Optimizer::sgd:
-      return s.momentum != 0.0 ? v * d : 0;
+      return {s.momentum != 0.0 ? d : 0, 0};
     case Optimizer::rowwise_adagrad:
-      return v;
+      return {1, 0};
+    case Optimizer::adam:
+      return {d, d};
     default:
-      return v * d;
+      return {d, 0};
   }
 }
+
+// Sizes of `first` and `second` for a (V, d) table.
+static std::int64_t first_size(OptimSettings const& s, std::int64_t v, std::int64_t d) {
+  return v * state_widths(s, d).first;
+}
 static std::int64_t second_size(OptimSettings const& s, std::int64_t v, std::int64_t d) {
-  return s.optimizer == Optimizer::adam ? v * d : 0;
+  return v * state_widths(s, d).second;
 }
 
 OptimState initial_state(OptimSettings const& s, std::int64_t v, std::int64_t d) {

@@ -108,6 +108,7 @@ void write_identity(hid_t root, char const* format, SaveOptions const* created_b
   h5::write_string(root, "kembed_version", KEMBED_VERSION_STRING);
   if (created_by)
     h5::write_string(root, "created_by", created_by->created_by.empty() ? own_command_line() : created_by->created_by);
+  if (created_by && !created_by->provenance.empty()) h5::write_string(root, "provenance", created_by->provenance);
 }
 
 std::string own_command_line() {

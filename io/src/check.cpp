@@ -5,6 +5,7 @@
 #include <kembed/io/check.hpp>
 #include <kembed/io/error.hpp>
 #include <kembed/io/job_files.hpp>
+#include <kembed/io/optim_file.hpp>
 #include <kembed/io/run_file.hpp>
 #include <kembed/io/sha256.hpp>
 #include <kembed/io/summary.hpp>
@@ -190,9 +191,16 @@ CheckReport check_file(std::string const& path) {
     report.unverified.push_back("a table carries no digest: the runs that read it record its SHA-256");
   } else if (report.format == batch_format) {
     check_batch(path, report);
+  } else if (report.format == optim_state_format) {
+    auto const f = load_optim_state(path);  // refuses what is not finite, or not its SHA-256
+    report.verified.push_back("settings: settings_sha256 matches (settings, step, digests), and they are valid for " +
+                              std::string(to_string(f.settings.optimizer)));
+    report.verified.push_back("state: state_sha256 matches, and every value is finite");
   } else {
-    throw FileError(path, "", "is a '" + report.format + "' file; kembed info --check verifies tables, batches, runs "
-                                                          "and checkpoints");
+    throw FileError(path, "",
+                    "is a '" + report.format +
+                        "' file; kembed info --check verifies tables, batches, runs, "
+                        "checkpoints and optimizer states");
   }
   report.verified.insert(report.verified.begin(), "every chunk read: its Fletcher-32 checksum matches");
   return report;

@@ -3,6 +3,7 @@
 #include <kembed/io/describe.hpp>
 #include <kembed/io/error.hpp>
 #include <kembed/io/job_files.hpp>
+#include <kembed/io/optim_file.hpp>
 #include <kembed/io/run_file.hpp>
 #include <kembed/io/table_file.hpp>
 
@@ -43,9 +44,33 @@ std::string attribute_text(hid_t obj, char const* name) {
 // The root attributes of each kembed format (docs/FORMAT.md), in the order written.
 std::vector<char const*> format_attributes(std::string const& format) {
   if (format == table_format)
-    return {"format",        "kembed_version", "created_by", "num_embeddings",
-            "embedding_dim", "padding_idx",    "plan",       "numeric_mode",
-            "max_norm",      "norm_type",      "scale_grad_by_freq", "sparse"};
+    return {"format",    "kembed_version", "created_by", "num_embeddings", "embedding_dim",      "padding_idx",
+            "plan",      "numeric_mode",   "max_norm",   "norm_type",      "scale_grad_by_freq", "sparse",
+            "provenance"};
+  if (format == optim_state_format)
+    return {"format",
+            "kembed_version",
+            "created_by",
+            "optimizer",
+            "num_embeddings",
+            "embedding_dim",
+            "step",
+            "lr",
+            "weight_decay",
+            "momentum",
+            "dampening",
+            "lr_decay",
+            "initial_accumulator_value",
+            "eps",
+            "beta1",
+            "beta2",
+            "maximize",
+            "nesterov",
+            "decoupled_weight_decay",
+            "table_sha256",
+            "state_sha256",
+            "settings_sha256",
+            "provenance"};
   if (format == sparse_run_format)
     return {"format",
             "kembed_version",

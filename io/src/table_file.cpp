@@ -51,6 +51,7 @@ OpenTable open_table(std::string const& path) {
   }
   t.info.kembed_version = h5::read_string(t.file, "kembed_version").value_or("");
   t.info.created_by = h5::read_string(t.file, "created_by").value_or("");
+  t.info.provenance = h5::read_string(t.file, "provenance").value_or("");
   t.weight = detail::open_float_matrix(t.file, path, weight_dataset, false);
   if (t.weight.rows != v || t.weight.cols != d) {
     throw FileError(path, weight_dataset,

@@ -74,6 +74,12 @@ struct OptimState {
   std::vector<float> first, second;
 };
 
+// Values per table row of `first` and `second` (d, 1 or 0) for a table of d columns.
+struct StateWidths {
+  std::int64_t first = 0, second = 0;
+};
+StateWidths state_widths(OptimSettings const& settings, std::int64_t embedding_dim);
+
 // The state before the first step: +0.0, or f(initial_accumulator_value) for Adagrad.
 OptimState initial_state(OptimSettings const& settings, std::int64_t num_embeddings, std::int64_t embedding_dim);
 

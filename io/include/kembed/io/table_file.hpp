@@ -19,6 +19,10 @@ struct SaveOptions {
   int deflate_level = 4;            // 1..9
   std::int64_t rows_per_chunk = 0;  // 0: about 1 MiB chunks
   std::string created_by;           // the creating command; empty: this process's command line
+  // JSON stored as the root's `provenance` attribute where not empty: what a table or
+  // state made by `kembed step` was made from (its inputs' SHA-256, the optimizer,
+  // its settings and the step).
+  std::string provenance;
 };
 
 // What a table file holds. `weight` is row-major; after load_rows it holds rows
@@ -29,6 +33,7 @@ struct TableFile {
   std::int64_t first_row = 0;
   std::string kembed_version;
   std::string created_by;
+  std::string provenance;  // "" where the file has none (see SaveOptions)
 };
 
 // Saves crash-safely: the file is written under a temporary name in the same
