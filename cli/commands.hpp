@@ -13,6 +13,7 @@ namespace kembed::cli {
 // backward and forward take the job's own settings, typed as main.cpp parses them.
 using BackwardArgs = job::BackwardSettings;
 using ForwardArgs = job::ForwardSettings;
+using StepArgs = job::StepSettings;
 
 struct DiffArgs {
   std::string a, b;
@@ -53,6 +54,8 @@ template <class Space>
 int backward(BackwardArgs const& args);
 template <class Space>
 int forward(ForwardArgs const& args);
+template <class Space>
+int step(StepArgs const& args);
 
 int diff(DiffArgs const& args);
 // With `check`, every digest and invariant is verified too (io::check_file).

@@ -6,16 +6,20 @@
 #include <kembed/backends.hpp>
 #include <kembed/io/batch_process.hpp>
 #include <kembed/io/error.hpp>
+#include <kembed/io/optim_file.hpp>
 #include <kembed/version.hpp>
 
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
 
 #include <unistd.h>
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -128,7 +132,8 @@ void prefer_passive_waiting(int argc, char** argv) {
   for (char const* name : {"OMP_WAIT_POLICY", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"})
     if (std::getenv(name) != nullptr) return;
   bool job = false;
-  for (int i = 1; i < argc; ++i) job = job || !std::strcmp(argv[i], "backward") || !std::strcmp(argv[i], "forward");
+  for (int i = 1; i < argc; ++i)
+    job = job || !std::strcmp(argv[i], "backward") || !std::strcmp(argv[i], "forward") || !std::strcmp(argv[i], "step");
   if (!job) return;
   setenv("OMP_WAIT_POLICY", "passive", 1);
   execv("/proc/self/exe", argv);  // the same process (pid), argv and environment but this
@@ -288,6 +293,81 @@ CLI::App* add_import(CLI::App& app, ImportArgs& im) {
   return import_cmd;
 }
 
+// The optimizer settings `kembed step` was given, by the names the state file
+// writes (torch's arguments), with the flag that gave each.
+struct StepFlags {
+  struct Given {
+    std::string setting, flag;
+    double value;
+  };
+  std::vector<Given> given;
+  // Applies them over `s`; a flag the optimizer does not read is refused by name.
+  void apply(kembed::OptimSettings& s) const {
+    auto const names = kembed::io::setting_names(s.optimizer);
+    for (auto const& g : given) {
+      if (std::find(names.begin(), names.end(), g.setting) == names.end()) {
+        std::string reads;
+        for (auto const& n : names) reads += (reads.empty() ? "" : ", ") + n;
+        throw kembed::InvalidArgument(g.setting, g.flag + " is not a setting of " +
+                                                     std::string(kembed::to_string(s.optimizer)) + " (it reads " +
+                                                     reads + ")");
+      }
+      kembed::io::set_setting(s, g.setting, g.value);
+    }
+  }
+};
+
+CLI::App* add_step(CLI::App& app, StepArgs& st, StepFlags& flags) {
+  auto* step = app.add_subcommand(
+      "step",
+      "Apply a run file's gradient to a table: one optimizer step (torch.optim's SGD, Adagrad, Adam/AdamW, "
+      "or row-wise Adagrad), its state kept in a state file");
+  step->add_option("--table", st.table, "Table file the run's gradient was computed on")->required();
+  step->add_option("--run", st.run, "Run file (kembed backward): a dense or row-sparse gradient")->required();
+  step->add_option("--out", st.out, "Table file to write: the table after the step")->required();
+  step->add_option("--state", st.state, "The optimizer's state after the last step (default: a first step)");
+  step->add_option("--state-out", st.state_out, "State file to write (default: OUT.state)");
+  add_setting(step, "--optimizer", st.optimizer, kembed::parse_optimizer,
+              "sgd, adagrad, rowwise_adagrad or adam (default: the state's; needed for a first step)");
+  auto number = [&](char const* flag, char const* setting, char const* help) {
+    step->add_option_function<double>(
+        flag,
+        [&flags, flag, setting](double x) {
+          flags.given.push_back({setting, flag, x});
+        },
+        help);
+  };
+  auto flag = [&](char const* name, char const* setting, char const* help) {
+    step->add_flag_callback(
+        name,
+        [&flags, name, setting] {
+          flags.given.push_back({setting, name, 1.0});
+        },
+        help);
+  };
+  number("--lr", "lr", "Learning rate (default: the state's, or torch's for the optimizer)");
+  number("--weight-decay", "weight_decay", "L2 penalty (AdamW: decoupled, with --decoupled-weight-decay)");
+  number("--momentum", "momentum", "SGD's momentum");
+  number("--dampening", "dampening", "SGD's dampening");
+  flag("--nesterov", "nesterov", "SGD's Nesterov momentum");
+  number("--lr-decay", "lr_decay", "Adagrad's learning rate decay");
+  number("--initial-accumulator-value", "initial_accumulator_value",
+         "Adagrad's (and row-wise Adagrad's) starting sum, for a first step");
+  number("--eps", "eps", "Added to the denominator (Adagrad, row-wise Adagrad, Adam)");
+  step->add_option_function<std::vector<double>>(
+          "--betas",
+          [&flags](std::vector<double> const& b) {
+            flags.given.push_back({"beta1", "--betas", b[0]});
+            flags.given.push_back({"beta2", "--betas", b[1]});
+          },
+          "Adam's two betas")
+      ->expected(2);
+  flag("--decoupled-weight-decay", "decoupled_weight_decay", "Adam with decoupled weight decay: AdamW");
+  flag("--maximize", "maximize", "Step up the gradient instead of down");
+  step->add_flag("--deflate", st.deflate, "Compress the table and state files (shuffle + deflate)");
+  return step;
+}
+
 // Runs a command, turning what it throws into a message and an exit status.
 template <class F>
 int reporting_errors(Console& console, F&& command) {
@@ -338,6 +418,8 @@ int main(int argc, char** argv) {
   MakeBatchArgs mb;
   MakeTableArgs mt;
   ImportArgs im;
+  StepArgs st;
+  StepFlags step_flags;
   auto* const backward = add_backward(app, bw);
   auto* const forward = add_forward(app, fw);
   auto* const diff_cmd = add_diff(app, df);
@@ -345,6 +427,8 @@ int main(int argc, char** argv) {
   auto* const make_batch_cmd = add_make_batch(app, mb);
   auto* const make_table_cmd = add_make_table(app, mt);
   auto* const import_cmd = add_import(app, im);
+  auto* const step_cmd = add_step(app, st, step_flags);
+  st.adjust = [&step_flags](kembed::OptimSettings& s) { step_flags.apply(s); };
   try {
     app.parse(argc, argv);
   } catch (CLI::ParseError const& e) {
@@ -364,6 +448,8 @@ int main(int argc, char** argv) {
       return on_backend(backend, threads, [&](auto space) { return kembed::cli::backward<decltype(space)>(bw); });
     if (*forward)
       return on_backend(backend, threads, [&](auto space) { return kembed::cli::forward<decltype(space)>(fw); });
+    if (*step_cmd)
+      return on_backend(backend, threads, [&](auto space) { return kembed::cli::step<decltype(space)>(st); });
     if (*diff_cmd) return diff(df);
     if (*info_cmd) return info(info_path, info_check);
     if (*make_batch_cmd) return make_batch(mb);

@@ -350,9 +350,41 @@ def resume(checkpoint, batch="b_good.h5"):
     return ["backward", "--table", "t.h5", "--batch", batch, "--out", "x.h5", "--resume", "--checkpoint", checkpoint]
 
 
+# kembed step's inputs: a first step (t1.h5 and its state), the next step's run, and
+# states edited with h5py (a setting; an array).
+must("step", "--table", "t.h5", "--run", "r.h5", "--out", "t1.h5", "--optimizer", "adam", "--lr", "0.01")
+must("backward", "--table", "t1.h5", "--batch", "b.h5", "--out", "r1.h5")
+copy_with("t1.h5.state", "s_lr.h5", lambda f: set_attr(f, "lr", 0.5))
+copy_with("t1.h5.state", "s_moment.h5", lambda f: f["exp_avg"].__setitem__((3, 1), 1.0))
+S = ["step", "--table", "t.h5", "--run", "r.h5", "--out", "x.h5"]
+S1 = ["step", "--table", "t1.h5", "--run", "r1.h5", "--out", "x.h5"]
+
 left = r"it is not resumed and was left as it is: remove it to start the job again"
 B = ["backward", "--table", "t.h5", "--batch", "b.h5"]
 cases = [
+    # 13. kembed step: a mismatch between table, run and state, a setting the optimizer
+    # does not read, an output over an input, an edited state
+    ("step: a run computed on another table", ["step", "--table", "t1.h5", "--run", "r.h5", "--out", "x.h5",
+                                              "--optimizer", "adam"], 2,
+     r"--run r.h5 was computed on a table with SHA-256 [0-9a-f]{64}, and --table t1.h5 has SHA-256"),
+    ("step: a state that goes with another table", S + ["--state", "t1.h5.state"], 2,
+     r"--state t1.h5.state goes with the table its step wrote"),
+    ("step: another optimizer than the state's", S1 + ["--state", "t1.h5.state", "--optimizer", "sgd"], 2,
+     r"--state t1.h5.state is adam's state; --optimizer sgd would need its own"),
+    ("step: a setting the optimizer does not read", S + ["--optimizer", "adam", "--momentum", "0.9"], 2,
+     r"--momentum is not a setting of adam \(it reads lr, weight_decay, eps, beta1, beta2, maximize, "
+     r"decoupled_weight_decay\)"),
+    ("step: a first step without --optimizer", S, 2, r"--optimizer is needed for a first step"),
+    ("step: a negative learning rate", S + ["--optimizer", "sgd", "--lr", "-1"], 2, r"lr"),
+    ("step: no such optimizer", S + ["--optimizer", "lamb"], 2, r"optimizer"),
+    ("step: --out over the table", ["step", "--table", "t.h5", "--run", "r.h5", "--out", "t.h5", "--optimizer",
+                                    "sgd"], 2, r"--out t.h5 is the same file as --table t.h5"),
+    ("step: --state-out over the run", S + ["--optimizer", "sgd", "--state-out", "r.h5"], 2,
+     r"--state-out r.h5 is the same file as --run r.h5"),
+    ("step: a state whose setting was edited", S1 + ["--state", "s_lr.h5"], 2,
+     r"s_lr.h5: its settings, step or digests do not match settings_sha256"),
+    ("step: a state whose moment was edited", S1 + ["--state", "s_moment.h5"], 2,
+     r"s_moment.h5: its arrays do not match their SHA-256"),
     # 12. a resume builds only on a checkpoint whose every digest and invariant holds
     ("resume: position lowered", resume("ck_position_lowered.h5"), 2, r"do not match checkpoint_sha256.*" + left),
     ("resume: position zero", resume("ck_position_zero.h5"), 2, r"do not match checkpoint_sha256"),
@@ -578,6 +610,15 @@ for name, args, want_status, pattern in cases:
 
 # The other side: commands that succeed leave what is not theirs alone.
 before = snapshot()
+status, out = run("-q", *S1, "--state", "t1.h5.state")
+check("step: the next step, from the state", status, out, 0,
+      r"table: +x.h5 .*state: +x.h5.state \(adam after step 2,", before, allowed={"x.h5", "x.h5.state"})
+os.remove("x.h5"), os.remove("x.h5.state")
+before = snapshot()
+status, out = run("info", "--check", "t1.h5.state")
+check("info --check: a sound optimizer state", status, out, 0,
+      r"ok +settings: settings_sha256 matches .*ok +state: state_sha256 matches", before)
+before = snapshot()
 status, out = run("-q", *B, "--out", "r2.h5", "--checkpoint", "r.h5.checkpoint")
 check("a finished job leaves a file at its unused --checkpoint path", status, out, 0, r"run file: +r2.h5",
       before, allowed={"r2.h5"})
@@ -687,5 +728,5 @@ holder.wait()
 check("info: a file another program has open for writing", status, out, 2,
       r"r3.h5: is locked: another program has it open for writing", before)
 
-print(f"refusals: {len(cases) + 5 + other_side - failures} passed, {failures} failed")
+print(f"refusals: {len(cases) + 7 + other_side - failures} passed, {failures} failed")
 sys.exit(1 if failures else 0)

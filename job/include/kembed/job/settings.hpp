@@ -1,6 +1,7 @@
 #pragma once
 // What a batch job (kembed/job/backward.hpp, forward.hpp) is asked to do, and what it reports.
 #include <kembed/core/bags.hpp>
+#include <kembed/core/optim.hpp>
 #include <kembed/core/options.hpp>
 
 #include <cstdint>
@@ -66,6 +67,31 @@ struct ForwardReport {
   int threads = 0;
   double read_table_seconds = 0, hash_seconds = 0, forward_seconds = 0, write_seconds = 0, total_seconds = 0;
   double hash_wait_seconds = 0;  // spent waiting for the inputs' digests with nothing else left to do
+};
+
+// What `kembed step` does (kembed/job/step.hpp): one optimizer step of a table by a
+// run file's gradient (dense, or row-sparse: only its rows and their state change).
+struct StepSettings {
+  std::string table, run, out;
+  std::string state;      // the optimizer's state so far (a state file); "": the first step
+  std::string state_out;  // default: <out>.state
+  // The optimizer: required for a first step; with a state, the state's (naming
+  // another is refused).
+  std::optional<Optimizer> optimizer;
+  // The settings given (the command line's flags), applied over the state's settings
+  // or, for a first step, over torch's defaults for `optimizer`. Null: none given.
+  std::function<void(OptimSettings&)> adjust;
+  bool deflate = false;
+};
+
+struct StepReport {
+  std::string out, state_out, table_sha256, state_sha256, optimizer, backend;
+  std::int64_t step = 0;  // the step taken (1 for the first)
+  std::int64_t rows = 0, cols = 0;
+  std::int64_t rows_updated = 0;  // all of them for a dense gradient, the listed ones for a sparse one
+  bool sparse = false;
+  int threads = 0;
+  double read_seconds = 0, step_seconds = 0, write_seconds = 0, total_seconds = 0;
 };
 
 // Where the job reports while it runs (on the first rank only), and how its messages

@@ -1,0 +1,50 @@
+// kembed step configures one optimizer step (kembed::job::run_step, job/) and prints
+// what it wrote.
+#include "commands.hpp"
+#include "console.hpp"
+
+#include <kembed/backends.hpp>
+#include <kembed/job/step.hpp>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace kembed::cli {
+
+template <class Space>
+int step(StepArgs const& args) {
+  job::Observer observer;
+  observer.name = [](std::string const& setting) {
+    std::string flag = "--" + setting;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    return flag;
+  };
+  observer.log = [](std::string const& text) { Console::get().log(text); };
+  auto const r = job::run_step(Space(), args, observer);
+  std::printf("table:      %s (%s x %s, SHA-256 %s)\n", r.out.c_str(), with_commas(r.rows).c_str(),
+              with_commas(r.cols).c_str(), r.table_sha256.c_str());
+  std::printf("state:      %s (%s after step %s, SHA-256 %s)\n", r.state_out.c_str(), r.optimizer.c_str(),
+              with_commas(r.step).c_str(), r.state_sha256.c_str());
+  std::printf("step:       %s rows updated by a %s gradient (%s with %d thread(s))\n",
+              with_commas(r.rows_updated).c_str(), r.sparse ? "row-sparse" : "dense", r.backend.c_str(), r.threads);
+  std::printf("time:       %s reading, %s stepping, %s writing, %s total\n", seconds_text(r.read_seconds).c_str(),
+              seconds_text(r.step_seconds).c_str(), seconds_text(r.write_seconds).c_str(),
+              seconds_text(r.total_seconds).c_str());
+  return Exit::ok;
+}
+
+// One instantiation per backend the Kokkos found was built with (kembed/backends.hpp).
+#if defined(KOKKOS_ENABLE_SERIAL)
+template int step<Kokkos::Serial>(StepArgs const&);
+#endif
+#if defined(KOKKOS_ENABLE_OPENMP)
+template int step<Kokkos::OpenMP>(StepArgs const&);
+#endif
+#if defined(KOKKOS_ENABLE_CUDA)
+template int step<Kokkos::Cuda>(StepArgs const&);
+#endif
+#if defined(KOKKOS_ENABLE_HIP)
+template int step<HipSpace>(StepArgs const&);
+#endif
+
+}  // namespace kembed::cli
