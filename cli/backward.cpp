@@ -29,13 +29,6 @@ double since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-// A job setting as the command line spells it: checkpoint_every -> --checkpoint-every.
-std::string flag_of(std::string const& setting) {
-  std::string flag = "--" + setting;
-  std::replace(flag.begin(), flag.end(), '_', '-');
-  return flag;
-}
-
 }  // namespace
 
 template <class Space>

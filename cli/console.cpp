@@ -3,6 +3,7 @@
 #include <kembed/job/process.hpp>
 
 #include <unistd.h>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -42,6 +43,12 @@ std::string Console::paint(std::string const& text, char const* code) const {
 
 std::string with_commas(std::int64_t n) {
   return job::with_commas(n);
+}
+
+std::string flag_of(std::string const& setting) {
+  std::string flag = "--" + setting;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
 }
 
 std::string seconds_text(double s) {

@@ -52,6 +52,9 @@ class Progress {
 
 std::string with_commas(std::int64_t n);
 std::string seconds_text(double seconds);  // "1.23 s", "2 min 05 s"
+// A job setting as the command line spells it: checkpoint_every -> --checkpoint-every
+// (a job::Observer's name, so the job's messages name the flags).
+std::string flag_of(std::string const& setting);
 // Peak resident memory of this process (VmHWM), in bytes; 0 where unknown.
 std::int64_t peak_rss_bytes();
 

@@ -6,7 +6,6 @@
 #include <kembed/backends.hpp>
 #include <kembed/job/step.hpp>
 
-#include <algorithm>
 #include <cstdio>
 
 namespace kembed::cli {
@@ -14,11 +13,7 @@ namespace kembed::cli {
 template <class Space>
 int step(StepArgs const& args) {
   job::Observer observer;
-  observer.name = [](std::string const& setting) {
-    std::string flag = "--" + setting;
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    return flag;
-  };
+  observer.name = flag_of;
   observer.log = [](std::string const& text) { Console::get().log(text); };
   auto const r = job::run_step(Space(), args, observer);
   std::printf("table:      %s (%s x %s, SHA-256 %s)\n", r.out.c_str(), with_commas(r.rows).c_str(),
