@@ -136,25 +136,37 @@ OptimState initial_state(OptimSettings const& s, std::int64_t v, std::int64_t d)
   return st;
 }
 
-void check_state(OptimState const& st, OptimSettings const& s, std::int64_t v, std::int64_t d) {
+static void check_optimizer(OptimState const& st, OptimSettings const& s) {
   if (st.optimizer != s.optimizer)
     throw InvalidArgument("state", "state is " + std::string(to_string(st.optimizer)) + "'s, the step is " +
                                        std::string(to_string(s.optimizer)) + "'s");
+}
+
+void check_state(OptimState const& st, OptimSettings const& s, std::int64_t v, std::int64_t d) {
+  check_optimizer(st, s);
   if (st.num_embeddings != v || st.embedding_dim != d)
     throw InvalidArgument("state", "state is for a (" + std::to_string(st.num_embeddings) + ", " +
                                        std::to_string(st.embedding_dim) + ") table, want (" + std::to_string(v) + ", " +
                                        std::to_string(d) + ")");
-  auto const a = first_size(s, v, d), b = second_size(s, v, d);
+  check_state_rows(st, s, v, 0);
+}
+
+void check_state_rows(OptimState const& st, OptimSettings const& s, std::int64_t rows, std::int64_t first_row) {
+  check_optimizer(st, s);
+  auto const d = st.embedding_dim;
+  auto const a = first_size(s, rows, d), b = second_size(s, rows, d);
   if (std::int64_t(st.first.size()) != a || std::int64_t(st.second.size()) != b)
     throw InvalidArgument("state", "state holds " + std::to_string(st.first.size()) + " + " +
                                        std::to_string(st.second.size()) + " values, " +
                                        std::string(to_string(s.optimizer)) + " with these settings keeps " +
                                        std::to_string(a) + " + " + std::to_string(b));
   if (st.step < 0) throw InvalidArgument("state", "state.step = " + std::to_string(st.step) + ": want >= 0");
+  auto const w = state_widths(s, d);
   if (auto const i = first_non_finite(st.first.data(), a); i < a)
-    throw_non_finite("state", i, st.first[floats(i)], s.optimizer == Optimizer::rowwise_adagrad ? 0 : d, "row");
+    throw_non_finite("state", first_row * w.first + i, st.first[floats(i)],
+                     s.optimizer == Optimizer::rowwise_adagrad ? 0 : d, "row");
   if (auto const i = first_non_finite(st.second.data(), b); i < b)
-    throw_non_finite("state", i, st.second[floats(i)], d, "row");
+    throw_non_finite("state", first_row * w.second + i, st.second[floats(i)], d, "row");
 }
 
 }  // namespace kembed

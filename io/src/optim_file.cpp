@@ -88,29 +88,12 @@ void write_header(hid_t root, OptimStateFile const& f, SaveOptions const& option
   h5::write_string(root, "settings_sha256", settings_sha256(f));
 }
 
-// A slab's objection to itself (empty: none): sizes for its rows, finite values.
+// A slab's objection to itself (empty: none): settings torch would refuse, a state
+// that is not what they keep for its rows (core's checks).
 std::string slab_problem(OptimStateFile const& f, std::int64_t rows) {
   try {
     check_settings(f.settings);
-    auto const& st = f.state;
-    if (st.optimizer != f.settings.optimizer)
-      throw InvalidArgument("state", "state is " + std::string(to_string(st.optimizer)) + "'s, the settings are " +
-                                         std::string(to_string(f.settings.optimizer)) + "'s");
-    if (st.step < 0) throw InvalidArgument("state", "state.step = " + std::to_string(st.step) + ": want >= 0");
-    auto const w = state_widths(f.settings, st.embedding_dim);
-    if (std::int64_t(st.first.size()) != rows * w.first || std::int64_t(st.second.size()) != rows * w.second)
-      throw InvalidArgument("state", "state holds " + std::to_string(st.first.size()) + " + " +
-                                         std::to_string(st.second.size()) + " values for " + std::to_string(rows) +
-                                         " rows, want " + std::to_string(rows * w.first) + " + " +
-                                         std::to_string(rows * w.second));
-    std::int64_t const widths[2] = {w.first, w.second};
-    std::vector<float> const* arrays[2] = {&st.first, &st.second};
-    for (int k = 0; k < 2; ++k) {
-      auto const n = rows * widths[k];
-      if (auto const i = n > 0 ? first_non_finite(arrays[k]->data(), n) : n; i < n)
-        throw_non_finite("state", f.first_row * widths[k] + i, (*arrays[k])[std::size_t(i)],
-                         widths[k] > 1 ? widths[k] : 0, "row");
-    }
+    check_state_rows(f.state, f.settings, rows, f.first_row);
   } catch (Error const& e) {
     return e.message();
   }
@@ -176,27 +159,14 @@ std::string state_sha256(OptimState const& state) {
   return sha256_hex(records.data(), records.size() * sizeof(float));
 }
 
-void save_optim_state(std::string const& path, OptimStateFile const& file, SaveOptions const& options) {
-  check_settings(file.settings);
-  check_state(file.state, file.settings, file.state.num_embeddings, file.state.embedding_dim);
-  OptimStateFile f = file;
-  f.first_row = 0;
-  f.state_sha256 = state_sha256(file.state);
-  save_optim_state(path, f, file.state.num_embeddings, options, nullptr);
-}
+namespace {
 
-void save_optim_state(std::string const& path, OptimStateFile const& file, std::int64_t row_count,
-                      SaveOptions const& options, Collective const* collective) {
+// Writes rows [first_row, first_row + row_count) of a checked state (this process's;
+// `problem`: a rank's objection to its own rows, which stops every rank).
+void write_state(std::string const& path, OptimStateFile const& file, std::int64_t row_count,
+                 SaveOptions const& options, Collective const* collective, std::string const& problem) {
   auto const& st = file.state;
   auto const v = st.num_embeddings, d = st.embedding_dim;
-  if (v < 1 || d < 1 || file.first_row < 0 || row_count < 0 || file.first_row > v || row_count > v - file.first_row)
-    throw InvalidArgument("rows", "rows [" + std::to_string(file.first_row) + ", +" + std::to_string(row_count) +
-                                      ") are not rows of a (" + std::to_string(v) + ", " + std::to_string(d) +
-                                      ") table's state");
-  if (!collective && (file.first_row != 0 || row_count != v))
-    throw InvalidArgument("rows", "one process saves the whole state: rows [0, " + std::to_string(v) + ")");
-  auto const problem = slab_problem(file, row_count);
-  if (!collective && !problem.empty()) throw InvalidArgument("state", problem);
   auto const w = state_widths(file.settings, d);
   auto const names = state_dataset_names(file.settings.optimizer);
   std::vector<detail::SlabDataset> datasets;
@@ -205,6 +175,31 @@ void save_optim_state(std::string const& path, OptimStateFile const& file, std::
   detail::write_slabs(
       path, "saving failed, the file is unchanged", [&](hid_t root) { write_header(root, file, options); }, datasets,
       RowSlab{file.first_row, row_count, nullptr, nullptr}, options, collective, problem);
+}
+
+}  // namespace
+
+void save_optim_state(std::string const& path, OptimStateFile const& file, SaveOptions const& options) {
+  check_settings(file.settings);
+  check_state(file.state, file.settings, file.state.num_embeddings, file.state.embedding_dim);
+  OptimStateFile f = file;
+  f.first_row = 0;
+  f.state_sha256 = state_sha256(file.state);
+  write_state(path, f, file.state.num_embeddings, options, nullptr, {});
+}
+
+void save_optim_state(std::string const& path, OptimStateFile const& file, std::int64_t row_count,
+                      SaveOptions const& options, Collective const* collective) {
+  auto const v = file.state.num_embeddings, d = file.state.embedding_dim;
+  if (v < 1 || d < 1 || file.first_row < 0 || row_count < 0 || file.first_row > v || row_count > v - file.first_row)
+    throw InvalidArgument("rows", "rows [" + std::to_string(file.first_row) + ", +" + std::to_string(row_count) +
+                                      ") are not rows of a (" + std::to_string(v) + ", " + std::to_string(d) +
+                                      ") table's state");
+  if (!collective && (file.first_row != 0 || row_count != v))
+    throw InvalidArgument("rows", "one process saves the whole state: rows [0, " + std::to_string(v) + ")");
+  auto const problem = slab_problem(file, row_count);
+  if (!collective && !problem.empty()) throw InvalidArgument("state", problem);
+  write_state(path, file, row_count, options, collective, problem);
 }
 
 namespace {

@@ -87,5 +87,9 @@ OptimState initial_state(OptimSettings const& settings, std::int64_t num_embeddi
 // (V, d) table: the same optimizer, arrays of the right sizes, step >= 0, finite.
 void check_state(OptimState const& state, OptimSettings const& settings, std::int64_t num_embeddings,
                  std::int64_t embedding_dim);
+// The same for a row slab of a state (an MPI rank's, or a state file's rows): arrays
+// of `rows` rows of the state's embedding_dim, messages naming rows from `first_row`.
+void check_state_rows(OptimState const& state, OptimSettings const& settings, std::int64_t rows,
+                      std::int64_t first_row);
 
 }  // namespace kembed
