@@ -1,10 +1,15 @@
 // TableOptimizer on this binary's backend (at each thread count the suite runs at):
 // every optimizer, dense and row-sparse, step after step, against the contract's
 // oracle (core's reference::optim_step) by memcmp of the table and the state; the
-// refusals with nothing changed; the kernels' labels.
+// fused backward and step (Embedding::backward_step) against the oracle's sparse
+// backward then step, in the host and the device shape; the refusals with nothing
+// changed; the kernels' labels.
 #include "support/test_support.hpp"
 
 #include <kembed/core/optim_reference.hpp>
+#include <kembed/core/reference.hpp>
+#include <kembed/core/synthetic.hpp>
+#include <kembed/embedding.hpp>
 #include <kembed/optim.hpp>
 
 #include <random>
@@ -147,6 +152,99 @@ TEST(TableOptimizer, RefusesBadGradientsWithNothingChanged) {
   auto settings = s;
   settings.eps = -1.0;
   EXPECT_THROW(Opt(settings, v, d), InvalidArgument);
+}
+
+// Each optimizer, mode and option (padding row, scale_grad_by_freq), d on both sides
+// of a host tile, four steps of Zipf ids: backward_step's table and state are the
+// oracle's sparse backward then step, bit for bit.
+TEST(BackwardStep, IsTheSparseBackwardThenTheStep) {
+  std::int64_t const v = 90, t = 400;
+  for (std::int64_t d : {19, 300})
+    for (Mode mode : {Mode::identical, Mode::deterministic})
+      for (int variant = 0; variant < 3; ++variant)
+        for (auto const& s : every_optimizer()) {
+          Options o;
+          o.mode = mode;
+          if (variant == 1) o.padding_idx = 2;
+          if (variant == 2) o.scale_grad_by_freq = FreqScale::call;
+          SCOPED_TRACE(std::string(to_string(s.optimizer)) + " d=" + std::to_string(d) + " " + std::string(to_string(mode)) +
+                       " variant " + std::to_string(variant));
+          Config const config = make_config(v, d, o);
+          auto want = random_floats(v * d, 11, 1.0f);
+          auto want_state = initial_state(s, v, d);
+          Embedding<Space> layer(v, d, FloatsRef(want.data(), Shape{v, d}), o);
+          Opt opt(s, v, d);
+          for (std::uint64_t step = 0; step < 4; ++step) {
+            auto const ids = synthetic::zipf_ids(v, t, 1.1, 20 + step);
+            auto const dy = random_floats(t * d, 30 + step, 0.5f);
+            auto const g = reference::backward_sparse(config, IdsRef(ids), dy.data(), nullptr);
+            reference::optim_step(s, want.data(), v, d, g, want_state);
+            layer.backward_step(IdsRef(ids), FloatsRef(dy.data(), Shape{t, d}), opt);
+          }
+          EXPECT_TRUE(same_bits(layer.weight_host(), want));
+          auto const got = opt.state();
+          EXPECT_TRUE(same_bits(got.first, want_state.first) && same_bits(got.second, want_state.second));
+          EXPECT_EQ(got.step, 4);
+          if (::testing::Test::HasFailure()) return;
+        }
+}
+
+// The device shape (each column folded alone, as a GPU lane does) run on the host:
+// the host tiles' bits.
+TEST(BackwardStep, TheDeviceShapeGivesTheHostsBits) {
+  std::int64_t const v = 50, t = 300, d = 40;
+  auto const ids = synthetic::zipf_ids(v, t, 1.1, 3);
+  auto const dy = random_floats(t * d, 4, 0.5f);
+  auto const ids_d = Kokkos::create_mirror_view_and_copy(
+      Opt::memory_space(), Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(ids.data(), t));
+  auto const dy_d = upload(dy, t, d);
+  for (Mode mode : {Mode::identical, Mode::deterministic})
+    for (auto const& s : every_optimizer()) {
+      std::vector<float> tables[2];
+      for (bool columns : {false, true}) {
+        auto const weight = upload(random_floats(v * d, 5, 1.0f), v, d);
+        Opt opt(s, v, d);
+        bool const ran = opt.step_by(weight, [&](auto const& rule, auto const& first, auto const& second) {
+          return detail::fused_step(Space(), ids_d, Opt::const_matrix_type(dy_d), Kokkos::View<std::int64_t const*, Opt::memory_space>(), v, 2,
+                                    mode, FreqScale::call, detail::host_isa(), columns, rule, weight, first, second);
+        });
+        EXPECT_TRUE(ran);
+        tables[columns] = download(weight);
+      }
+      EXPECT_TRUE(same_bits(tables[0], tables[1])) << to_string(s.optimizer) << " " << to_string(mode);
+    }
+}
+
+// A fold that would overflow, a NaN in dy and an id out of range are refused by name
+// (the first two by the unfused path, which the bound hands them to); nothing changes.
+TEST(BackwardStep, RefusesWithNothingChanged) {
+  std::int64_t const v = 8, d = 3, t = 4;
+  auto const w0 = random_floats(v * d, 2, 1.0f);
+  Embedding<Space> layer(v, d, FloatsRef(w0.data(), Shape{v, d}));
+  Opt opt(optim_defaults(Optimizer::adam), v, d);
+  std::vector<std::int64_t> ids{1, 5, 1, 6};
+  auto dy = random_floats(t * d, 3, 0.1f);
+  layer.backward_step(IdsRef(ids), FloatsRef(dy.data(), Shape{t, d}), opt);
+  auto const w1 = layer.weight_host();
+  auto const st1 = opt.state();
+  auto expect_refused = [&](char const* name, std::vector<std::int64_t> const& bad_ids, std::vector<float> const& bad) {
+    try {
+      layer.backward_step(IdsRef(bad_ids), FloatsRef(bad.data(), Shape{t, d}), opt);
+      ADD_FAILURE() << name << " was not refused";
+    } catch (InvalidArgument const& e) {
+      EXPECT_EQ(e.argument(), name) << e.what();
+    }
+    EXPECT_TRUE(same_bits(layer.weight_host(), w1)) << name;
+    auto const st = opt.state();
+    EXPECT_TRUE(same_bits(st.first, st1.first) && same_bits(st.second, st1.second) && st.step == 1) << name;
+  };
+  auto huge = dy;
+  huge[0] = huge[6] = 3e38f;  // row 1's first column: 3e38 + 3e38 overflows
+  expect_refused("grad", ids, huge);
+  auto nan = dy;
+  nan[4] = std::nanf("");
+  expect_refused("dy", ids, nan);
+  expect_refused("ids", {1, 5, 8, 0}, dy);
 }
 
 std::set<std::string> optim_kernels;

@@ -25,6 +25,7 @@
 #include <kembed/detail/renorm.hpp>
 #include <kembed/detail/sparse_carry.hpp>
 #include <kembed/detail/row_index.hpp>
+#include <kembed/optim.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -135,6 +136,25 @@ class Embedding {
     Kokkos::deep_copy(host_matrix(out.data(), config_.num_embeddings, config_.embedding_dim), weight_);
     return out;
   }
+  // One optimizer step on the layer's own table, in its memory (TableOptimizer::step
+  // on the table forward reads), so the next forward sees it; a layer `over` a
+  // caller's table steps that table. Dense (V, d) or row-sparse gradient; a refused
+  // step changes nothing.
+  void step(ExecutionSpace const& space, TableOptimizer<ExecutionSpace>& optimizer, const_matrix_type const& grad) {
+    require_table();
+    optimizer.step(space, weight_, grad);
+  }
+  void step(ExecutionSpace const& space, TableOptimizer<ExecutionSpace>& optimizer, sparse_type const& grad) {
+    require_table();
+    optimizer.step(space, weight_, grad);
+  }
+  // A host row-sparse gradient (backward_sparse's), uploaded first.
+  void step(TableOptimizer<ExecutionSpace>& optimizer, SparseGradient const& grad) {
+    require_table();
+    optimizer.step(space_, weight_, upload_sparse(space_, grad));
+    space_.fence();
+  }
+
   // The plan that runs for T positions (`auto` resolved by detail::auto_plan, the
   // rule measured on 2 cores: docs/PERFORMANCE.md).
   Plan plan_for(std::int64_t positions) const { return plan_for(space_, positions); }
@@ -268,6 +288,30 @@ class Embedding {
     });
     return out;
   }
+  // ---- backward_step: backward_sparse and an optimizer step, fused ----
+  // Each row the ids list is folded and stepped at once, its gradient never written
+  // out: the bits of step(optimizer, backward_sparse(ids, dy)). Where a fold could
+  // overflow (detail::folds_stay_finite) it runs as those two calls, which refuse a
+  // non-finite gradient with nothing changed.
+  void backward_step(IdsRef const& ids, FloatsRef const& dy, TableOptimizer<ExecutionSpace>& optimizer,
+                     std::int64_t const* batch_counts = nullptr) {
+    auto const t = check_dy_shape(ids.shape(), dy.shape, config_.embedding_dim);
+    if (!dy.data) throw InvalidArgument("dy", "dy has no data (a null pointer)");
+    auto const dy_d =
+        Kokkos::create_mirror_view_and_copy(memory_space(), host_const_matrix(dy.data, t, config_.embedding_dim));
+    auto const batch_d = upload_batch_counts(batch_counts);
+    with_device_ids(ids, [&](auto const& device_ids) { backward_step_impl(space_, device_ids, dy_d, optimizer, batch_d); });
+    space_.fence();
+  }
+  void backward_step(ExecutionSpace const& space, ids32_type const& ids, const_matrix_type const& dy,
+                     TableOptimizer<ExecutionSpace>& optimizer, batch_counts_type const& batch_counts = {}) {
+    backward_step_impl(space, ids, dy, optimizer, batch_counts);
+  }
+  void backward_step(ExecutionSpace const& space, ids64_type const& ids, const_matrix_type const& dy,
+                     TableOptimizer<ExecutionSpace>& optimizer, batch_counts_type const& batch_counts = {}) {
+    backward_step_impl(space, ids, dy, optimizer, batch_counts);
+  }
+
   // In this space's memory: a new sparse gradient (the carry's views unchanged; an
   // empty carry means none). On an error nothing is returned and nothing changes.
   sparse_type backward_sparse(ExecutionSpace const& space, ids32_type const& ids, const_matrix_type const& dy,
@@ -493,6 +537,26 @@ class Embedding {
                                                 config_.mode, config_.scale_grad_by_freq, isa);
     if (result.second) detail::check_finite(space, dy, "dy", "position");
     return result.first;
+  }
+
+  template <class IdView>
+  void backward_step_impl(ExecutionSpace const& space, IdView const& ids, const_matrix_type const& dy,
+                          TableOptimizer<ExecutionSpace>& optimizer, batch_counts_type const& batch_counts) {
+    require_table();
+    auto const v = config_.num_embeddings, d = config_.embedding_dim;
+    std::int64_t const t = ids.extent(0);
+    if (t < 1) check_ids_shape(Shape{t});
+    check_matrix("dy", dy, t, d, "ids.size(), embedding_dim");
+    check_batch_counts_view(batch_counts);
+    detail::check_ids(space, ids, v);
+    detail::HostIsa const isa = detail::Tiles<ExecutionSpace>::host ? detail::host_isa() : detail::HostIsa::baseline;
+    detail::ScopedRegion region(config_.mode == Mode::deterministic ? "kembed::backward_step[deterministic]"
+                                                                    : "kembed::backward_step[identical]");
+    bool const fused = optimizer.step_by(weight_, [&](auto const& rule, auto const& first, auto const& second) {
+      return detail::fused_step(space, ids, dy, batch_counts, v, config_.padding_idx, config_.mode,
+                                config_.scale_grad_by_freq, isa, false, rule, weight_, first, second);
+    });
+    if (!fused) optimizer.step(space, weight_, backward_sparse_impl(space, ids, dy, {}, batch_counts));
   }
 
   template <class IdView>

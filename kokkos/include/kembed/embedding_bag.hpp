@@ -70,6 +70,12 @@ class EmbeddingBag {
   std::int64_t embedding_dim() const noexcept { return table_.embedding_dim(); }
   // The table and the settings a bag shares with an unpooled lookup.
   embedding_type const& embedding() const noexcept { return table_; }
+  // One optimizer step on the bag layer's table (Embedding::step).
+  template <class Grad>
+  void step(ExecutionSpace const& space, TableOptimizer<ExecutionSpace>& optimizer, Grad const& grad) {
+    table_.step(space, optimizer, grad);
+  }
+  void step(TableOptimizer<ExecutionSpace>& optimizer, SparseGradient const& grad) { table_.step(optimizer, grad); }
 
   // ---- forward: y[b, :] = the bag's rows pooled ------------------------------
   // Host arrays: 1-D ids with `offsets`, or 2-D (B, L) ids without; per_sample_weights

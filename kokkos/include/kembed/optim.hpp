@@ -8,6 +8,7 @@
 #include <kembed/core/optim.hpp>
 #include <kembed/detail/backward_sparse.hpp>
 #include <kembed/detail/checks.hpp>
+#include <kembed/detail/fused_step.hpp>
 #include <kembed/detail/optim_step.hpp>
 
 #include <string>
@@ -61,6 +62,19 @@ class TableOptimizer {
         space, weight,
         Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>(space, 0, grad.rows.extent(0)),
         KOKKOS_LAMBDA(std::int64_t i) { return rows(i); }, const_matrix_type(grad.values));
+  }
+
+  // One step whose arithmetic `kernel(rule, first, second)` runs (the fused backward,
+  // Embedding::backward_step): it gets the step's rule and the state's views and
+  // returns whether it ran; only then does the step count. The weight's shape is
+  // checked first.
+  template <class Kernel>
+  bool step_by(matrix_type const& weight, Kernel const& kernel) {
+    check_weight(weight);
+    auto const rule = detail::step_rule(settings_, step_ + 1);
+    if (!kernel(rule, first_, second_)) return false;
+    step_ = rule.k.t;
+    return true;
   }
 
   // The state on the host, and back (checked as core's check_state; nothing changes

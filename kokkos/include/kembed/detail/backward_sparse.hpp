@@ -80,6 +80,22 @@ void check_batch_counts(ExecutionSpace const& space, Offsets const& offsets, Row
                                             " times; batch counts are each row's occurrences in the whole batch");
 }
 
+// scale_grad_by_freq over listed rows: for `batch`, each listed row's batch count.
+template <class ExecutionSpace, class Rows, class Batch>
+RowScale<typename ExecutionSpace::memory_space> listed_scale(ExecutionSpace const& space, FreqScale kind,
+                                                             Rows const& rows, Batch const& batch_counts) {
+  RowScale<typename ExecutionSpace::memory_space> scale;
+  scale.kind = kind;
+  if (kind != FreqScale::batch) return scale;
+  Kokkos::View<std::int64_t*, typename ExecutionSpace::memory_space> listed(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kembed::backward_sparse::batch_counts"), rows.extent(0));
+  Kokkos::parallel_for(
+      "kembed::backward_sparse::gather_batch_counts", Range<ExecutionSpace>(space, 0, rows.extent(0)),
+      KOKKOS_LAMBDA(std::int64_t i) { listed(i) = batch_counts(rows(i)); });
+  scale.batch = listed;
+  return scale;
+}
+
 // The listed rows' gradient; `carry` with no rows means none. Mode fast folds as
 // identical (there is no faster path worth its loss of bits here). Returns the
 // result and whether dy may hold a non-finite term (as fold_identical).
@@ -154,15 +170,7 @@ std::pair<SparseRows<typename ExecutionSpace::memory_space>, bool> backward_spar
           for (std::int64_t k = 0; k < d; ++k) base(i, k) = from >= 0 ? carry_values(from, k) : 0.0f;
         });
   }
-  RowScale<memory_space> scale;
-  scale.kind = scale_kind;
-  if (scale_kind == FreqScale::batch) {
-    Index listed(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kembed::backward_sparse::batch_counts"), o);
-    Kokkos::parallel_for(
-        "kembed::backward_sparse::gather_batch_counts", Range<ExecutionSpace>(space, 0, o),
-        KOKKOS_LAMBDA(std::int64_t i) { listed(i) = batch_counts(out_rows(i)); });
-    scale.batch = listed;
-  }
+  auto const scale = listed_scale(space, scale_kind, out_rows, batch_counts);
   // The padding row's place among the listed rows, if it is listed.
   std::int64_t pad = o;
   if (padding_idx >= 0)

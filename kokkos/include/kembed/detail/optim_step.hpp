@@ -77,31 +77,39 @@ KOKKOS_INLINE_FUNCTION void rowwise_adagrad_row(StepRule const& r, Row const& w,
   }
 }
 
+// One table row r stepped by its gradient grad(c), c in [0, d): row-wise Adagrad
+// folds the row's columns in order; the others go element by element. `first`,
+// `second`: the state (core's OptimState layout). The unfused step and the fused
+// backward (fused_step.hpp) both run this, so their bits are one.
+template <class Weight, class GradOf, class State>
+KOKKOS_INLINE_FUNCTION void step_row(StepRule const& rule, Weight const& weight, std::int64_t r, GradOf const& grad,
+                                     std::int64_t d, State const& first, State const& second) {
+  if (rule.optimizer == Optimizer::rowwise_adagrad) {
+    rowwise_adagrad_row(
+        rule, [&](std::int64_t c) -> float& { return weight(r, c); }, grad, d, first(r));
+    return;
+  }
+  for (std::int64_t c = 0; c < d; ++c) {
+    std::int64_t const e = r * d + c;
+    if (rule.optimizer == Optimizer::sgd)
+      sgd_element(rule, weight(r, c), grad(c), rule.momentum ? &first(e) : nullptr);
+    else if (rule.optimizer == Optimizer::adagrad)
+      adagrad_element(rule, weight(r, c), grad(c), first(e));
+    else
+      adam_element(rule, weight(r, c), grad(c), first(e), second(e));
+  }
+}
+
 // Table row row_of(i) takes gradient row i, for i in the policy's range: one thread
-// per row, since row-wise Adagrad folds a row's columns in order. `first`, `second`:
-// the state (core's OptimState layout).
+// per row.
 template <class Policy, class Weight, class Grad, class RowOf, class State>
 void optim_rows(char const* label, Policy const& policy, StepRule const& rule, Weight const& weight, Grad const& grad,
                 RowOf const& row_of, State const& first, State const& second) {
   std::int64_t const d = weight.extent(1);
   Kokkos::parallel_for(
       label, policy, KOKKOS_LAMBDA(std::int64_t i) {
-        std::int64_t const r = row_of(i);
-        if (rule.optimizer == Optimizer::rowwise_adagrad) {
-          rowwise_adagrad_row(
-              rule, [&](std::int64_t c) -> float& { return weight(r, c); }, [&](std::int64_t c) { return grad(i, c); },
-              d, first(r));
-          return;
-        }
-        for (std::int64_t c = 0; c < d; ++c) {
-          std::int64_t const e = r * d + c;
-          if (rule.optimizer == Optimizer::sgd)
-            sgd_element(rule, weight(r, c), grad(i, c), rule.momentum ? &first(e) : nullptr);
-          else if (rule.optimizer == Optimizer::adagrad)
-            adagrad_element(rule, weight(r, c), grad(i, c), first(e));
-          else
-            adam_element(rule, weight(r, c), grad(i, c), first(e), second(e));
-        }
+        step_row(
+            rule, weight, row_of(i), [&](std::int64_t c) { return grad(i, c); }, d, first, second);
       });
 }
 
