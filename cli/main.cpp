@@ -143,8 +143,9 @@ void prefer_passive_waiting(int argc, char** argv) {
 #endif
 }
 
-// Under mpiexec: `backward` runs as one job over the ranks; other commands (and a
-// build without MPI) would each run whole on every rank, so more than one is refused.
+// Under mpiexec: `backward` and `step` run as one job over the ranks; other commands
+// (and a build without MPI) would each run whole on every rank, so more than one is
+// refused.
 void start_ranks(bool backward, std::optional<MpiSession>& session) {
 #if defined(KEMBED_CLI_MPI)
   if (backward) {
@@ -160,7 +161,8 @@ void start_ranks(bool backward, std::optional<MpiSession>& session) {
       "mpiexec", backward ? "this kembed was built without MPI, so each of the " + std::to_string(ranks) +
                                 " ranks would run the whole job; build with MPI and a parallel HDF5 "
                                 "(KEMBED_ENABLE_MPI, docs/CLI.md), or run one process"
-                          : "only `kembed backward` runs on many MPI ranks; run this command as one process");
+                          : "only `kembed backward` and `kembed step` run on many MPI ranks; run this command as "
+                            "one process");
 }
 
 CLI::App* add_backward(CLI::App& app, BackwardArgs& bw) {
@@ -443,7 +445,7 @@ int main(int argc, char** argv) {
   bw.command_line.assign(argv, argv + argc);
   std::optional<MpiSession> mpi;  // outlives Kokkos, which starts inside on_backend
   return reporting_errors(console, [&] {
-    if (launched_as_rank()) start_ranks(bool(*backward), mpi);
+    if (launched_as_rank()) start_ranks(bool(*backward) || bool(*step_cmd), mpi);
     if (*backward)
       return on_backend(backend, threads, [&](auto space) { return kembed::cli::backward<decltype(space)>(bw); });
     if (*forward)

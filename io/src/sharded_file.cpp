@@ -53,6 +53,39 @@ std::string problem_of(std::string const& path, IoFailure const& e) {
   return text.rfind(path + ": ", 0) == 0 ? text.substr(path.size() + 2) : text;
 }
 
+
+// Every rank's (or the one process's) rows into the closed, unpublished file at `temp`.
+void write_rows_into(std::string const& temp, std::vector<SlabDataset> const& datasets, RowSlab const& slab,
+                     Collective const* collective) {
+  h5::Handle fapl = access_list(collective);
+  h5::Handle f = h5::file(H5Fopen(temp.c_str(), H5F_ACC_RDWR, fapl));
+  if (!f.valid()) throw std::runtime_error("opening it again failed: " + h5::error_text());
+  h5::Handle dxpl = transfer_list(collective);
+  hid_t const transfer = collective ? hid_t(dxpl) : H5P_DEFAULT;
+  for (auto const& d : datasets) {
+    h5::Handle dset = h5::dataset(H5Dopen2(f, d.name, H5P_DEFAULT));
+    if (!dset.valid()) throw std::runtime_error(std::string("opening dataset '") + d.name + "' failed");
+    // Many ranks write in pieces of at most 64 MiB a rank: a filtered collective write
+    // holds its whole selection's chunks in memory, which would double a rank's rows.
+    std::int64_t const row_bytes = std::int64_t(H5Tget_size(d.mem_type)) * std::max<std::int64_t>(d.cols, 1);
+    std::int64_t const piece =
+        collective ? std::max<std::int64_t>(1, (std::int64_t{64} << 20) / row_bytes) : std::max<std::int64_t>(1, slab.count);
+    std::int64_t most = (slab.count + piece - 1) / piece;
+#if defined(KEMBED_IO_PARALLEL)
+    if (collective) {  // every rank calls as often
+      std::int64_t const pieces = most;
+      MPI_Allreduce(&pieces, &most, 1, MPI_INT64_T, MPI_MAX, collective->comm);
+    }
+#endif
+    auto const* bytes = static_cast<char const*>(d.mine);
+    for (std::int64_t k = 0; k < most; ++k) {
+      std::int64_t const at = std::min(k * piece, slab.count), n = std::min(piece, slab.count - at);
+      write_block(dset, d.name, d.mem_type, slab.first + at, n, bytes ? bytes + at * row_bytes : nullptr, transfer);
+    }
+  }
+  if (H5Fclose(f.release()) < 0) throw std::runtime_error("closing it failed: " + h5::error_text());
+}
+
 }  // namespace
 
 SlabDataset float_rows(char const* name, std::int64_t rows, std::int64_t cols, float const* mine) {
@@ -98,55 +131,36 @@ void write_slabs(std::string const& path, std::string const& what, std::function
       problem = problem_of(path, e);
     }
   };
-  // One process writes its rows while creating the datasets, and the header after them.
+  // Rank 0 creates the datasets and the header and closes the file; then every rank
+  // (or the one process) reopens it and writes its rows. One order of allocations, so
+  // one process and any number of ranks lay out the same bytes.
   if (rank == 0) step([&] {
       file.emplace(path);
-      if (collective) header(file->root());
-      for (auto const& d : datasets) {
-        file->create(d.name, d.file_type, d.rows, d.cols, options);
-        if (!collective) file->write_rows(d.name, d.mem_type, slab.first, slab.count, d.mine);
-      }
-      if (!collective) header(file->root());
+      for (auto const& d : datasets) file->create(d.name, d.file_type, d.rows, d.cols, options);
+      header(file->root());
       file->close();
     });
+  auto agree = [&] {
 #if defined(KEMBED_IO_PARALLEL)
-  if (collective) {
-    auto agree = [&] {
+    if (collective) {
       auto const first = first_problem(*collective, problem);
       if (!first.empty()) throw IoFailure(path, first);
-    };
-    agree();
-    std::string const temp = broadcast(*collective, rank == 0 ? file->temp_path() : std::string());
-    step([&] {
-      h5::Handle fapl = access_list(collective);
-      h5::Handle f = h5::file(H5Fopen(temp.c_str(), H5F_ACC_RDWR, fapl));
-      if (!f.valid()) throw std::runtime_error("opening it on every rank failed: " + h5::error_text());
-      h5::Handle dxpl = transfer_list(collective);
-      for (auto const& d : datasets) {
-        h5::Handle dset = h5::dataset(H5Dopen2(f, d.name, H5P_DEFAULT));
-        if (!dset.valid()) throw std::runtime_error(std::string("opening dataset '") + d.name + "' failed");
-        // In pieces of at most 64 MiB a rank: a filtered collective write holds its
-        // whole selection's chunks in memory, which would double a rank's rows.
-        std::int64_t const row_bytes = std::int64_t(H5Tget_size(d.mem_type)) * std::max<std::int64_t>(d.cols, 1);
-        std::int64_t const piece = std::max<std::int64_t>(1, (std::int64_t{64} << 20) / row_bytes);
-        std::int64_t pieces = (slab.count + piece - 1) / piece, most = 0;
-        MPI_Allreduce(&pieces, &most, 1, MPI_INT64_T, MPI_MAX, collective->comm);  // every rank calls as often
-        auto const* bytes = static_cast<char const*>(d.mine);
-        for (std::int64_t k = 0; k < most; ++k) {
-          std::int64_t const at = std::min(k * piece, slab.count), n = std::min(piece, slab.count - at);
-          write_block(dset, d.name, d.mem_type, slab.first + at, n, bytes ? bytes + at * row_bytes : nullptr, dxpl);
-        }
-      }
-      if (H5Fclose(f.release()) < 0) throw std::runtime_error("closing it failed: " + h5::error_text());
-    });
-    agree();
-    if (rank == 0) step([&] { file->commit(); });
-    agree();
-    return;
-  }
+      return;
+    }
 #endif
-  if (!problem.empty()) throw IoFailure(path, problem);
-  writing(path, what, [&] { file->commit(); });
+    if (!problem.empty()) throw IoFailure(path, problem);
+  };
+  agree();
+#if defined(KEMBED_IO_PARALLEL)
+  std::string const temp = collective ? broadcast(*collective, rank == 0 ? file->temp_path() : std::string())
+                                      : file->temp_path();
+#else
+  std::string const temp = file->temp_path();
+#endif
+  step([&] { write_rows_into(temp, datasets, slab, collective); });
+  agree();
+  if (rank == 0) step([&] { file->commit(); });
+  agree();
 }
 
 }  // namespace kembed::io::detail

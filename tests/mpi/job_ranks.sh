@@ -159,7 +159,7 @@ if ((ranks > 1)); then
   status=$?
   set -e
   [[ $status -ne 0 && ! -e y.h5 ]] || { echo "job_ranks: forward ran on $ranks ranks" >&2; exit 1; }
-  grep -q "only \`kembed backward\` runs on many MPI ranks" forward.err ||
+  grep -q "only \`kembed backward\` and \`kembed step\` run on many MPI ranks" forward.err ||
     { echo "job_ranks: forward's refusal:" >&2; cat forward.err >&2; exit 1; }
   checked=$((checked + 1))
 fi

@@ -90,7 +90,7 @@ struct StepReport {
   std::int64_t rows = 0, cols = 0;
   std::int64_t rows_updated = 0;  // all of them for a dense gradient, the listed ones for a sparse one
   bool sparse = false;
-  int threads = 0;
+  int threads = 0, ranks = 1;
   double read_seconds = 0, step_seconds = 0, write_seconds = 0, total_seconds = 0;
 };
 

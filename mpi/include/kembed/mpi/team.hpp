@@ -82,6 +82,11 @@ class Team {
     return mine;
   }
 
+  // The rows of a V-row table this rank owns (rows_of: first, count), as its layer's.
+  std::pair<std::int64_t, std::int64_t> own_rows(std::int64_t v) const {
+    auto const r = rows_of(v, size_, rank_);
+    return {r.begin, r.size()};
+  }
   std::string broadcast(std::string text, int root = 0) const {
     long long length = static_cast<long long>(text.size());
     detail::check(MPI_Bcast(&length, 1, MPI_LONG_LONG, root, comm()), "MPI_Bcast");
