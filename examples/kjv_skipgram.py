@@ -40,6 +40,8 @@ def parse():
     p.add_argument("--threads", type=int, default=None, help="kembed's and torch's threads")
     p.add_argument("--backend", default="default", help="kembed's backend: default, serial, openmp")
     p.add_argument("--embedding", choices=("kembed", "torch"), default="kembed")
+    p.add_argument("--optimizer", choices=("torch-sgd", "sgd", "adagrad", "rowwise_adagrad", "adam", "adamw"),
+                   default="torch-sgd", help="torch.optim.SGD, or one of kembed.torch.optim's (kembed's bits)")
     p.add_argument("--seed", type=int, default=1611)
     return p.parse_args()
 
@@ -76,6 +78,18 @@ def score(u, c):
     return s
 
 
+def optimizer(a, params):
+    """torch's SGD, or kembed's step for a table (the same bits everywhere)."""
+    import kembed.torch
+    o = kembed.torch.optim
+    return {"torch-sgd": lambda: torch.optim.SGD(params, lr=a.lr),
+            "sgd": lambda: o.SGD(params, lr=a.lr),
+            "adagrad": lambda: o.Adagrad(params, lr=a.lr / 20),
+            "rowwise_adagrad": lambda: o.RowWiseAdagrad(params, lr=a.lr / 20),
+            "adam": lambda: o.Adam(params, lr=a.lr / 200),
+            "adamw": lambda: o.AdamW(params, lr=a.lr / 200)}[a.optimizer]()
+
+
 def train(a):
     if a.threads:
         kembed.set_num_threads(a.threads)
@@ -86,7 +100,7 @@ def train(a):
     with torch.no_grad():
         words.weight.mul_(0.1)
         others.weight.mul_(0.1)
-    opt = torch.optim.SGD(list(words.parameters()) + list(others.parameters()), lr=a.lr)
+    opt = optimizer(a, list(words.parameters()) + list(others.parameters()))
     rng = np.random.default_rng(a.seed)
     n = 2 * a.pairs
     scale = 1.0 / n  # each position's loss weight is the whole batch's, in every microbatch
@@ -106,7 +120,7 @@ def train(a):
             print(f"step {step:3d}  loss {total:.6f}", flush=True)
     seconds = time.perf_counter() - start
     digest = hashlib.sha256(words.weight.detach().numpy().tobytes() + others.weight.detach().numpy().tobytes())
-    print(f"steps: {a.steps}, {seconds / a.steps * 1e3:.2f} ms a step ({a.embedding}, {a.microbatches} microbatches, "
+    print(f"steps: {a.steps}, {seconds / a.steps * 1e3:.2f} ms a step ({a.embedding}, {a.optimizer}, {a.microbatches} microbatches, "
           f"kembed threads {kembed.get_num_threads()}, torch threads {torch.get_num_threads()})")
     print(f"tables SHA-256 {digest.hexdigest()}")
 

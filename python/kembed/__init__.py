@@ -10,6 +10,7 @@ the whole batch's. docs/PYTHON.md in the repository is the guide.
 from . import _kembed
 from ._embedding import Embedding, SparseGradient
 from ._embedding_bag import EmbeddingBag
+from . import optim
 
 __version__ = _kembed.build_info()["version"]
 
@@ -42,4 +43,5 @@ def backends():
     return list(_kembed.backends())
 
 
-__all__ = ["Embedding", "EmbeddingBag", "SparseGradient", "set_num_threads", "get_num_threads", "backends", "empty"]
+__all__ = ["Embedding", "EmbeddingBag", "SparseGradient", "optim", "set_num_threads", "get_num_threads", "backends",
+           "empty"]

@@ -445,3 +445,6 @@ class EmbeddingBag(torch.nn.Module):
     def extra_repr(self):
         return f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}{_repr_options(self)}, " \
                f"numerics={self.numerics!r}, accumulate={self.accumulate!r}"
+
+
+from . import _torch_optim as optim  # noqa: E402  kembed.torch.optim: kembed's steps for torch's tables

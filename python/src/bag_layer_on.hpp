@@ -71,6 +71,14 @@ class BagLayerOn final : public PlaceOn<Space, BagLayer> {
     space_.fence();
   }
   void set_weight(float const* w) override { layer_.set_weight(FloatsRef(w, Shape{layer_.num_embeddings(), d()})); }
+  void step(Optim& optimizer, float const* grad) override {
+    layer_.step(space_, optim_on<Space>(optimizer, this->name_),
+                typename EmbeddingBag<Space>::const_matrix_type(ConstMatrix(grad, layer_.num_embeddings(), d())));
+    space_.fence();
+  }
+  void step(Optim& optimizer, SparseGradient const& grad) override {
+    layer_.step(optim_on<Space>(optimizer, this->name_), grad);
+  }
 
  private:
   std::int64_t d() const { return layer_.embedding_dim(); }

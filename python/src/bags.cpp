@@ -154,6 +154,8 @@ void bind_bags(nb::module_& m) {
       .def("per_sample_weights_backward", &weights_backward, "ids"_a, "offsets"_a.none(), "dy"_a)
       .def("weight", &weight_of<PyBagLayer>)
       .def("set_weight", &set_weight_of<PyBagLayer>, "weight"_a)
+      .def("step", &step_layer<PyBagLayer>, "optimizer"_a, "grad"_a)
+      .def("step_sparse", &step_layer_sparse<PyBagLayer>, "optimizer"_a, "rows"_a, "values"_a)
       .def("settings", [](PyBagLayer const& l) { return bag_settings(l.layer->config()); })
       .def("backend", [](PyBagLayer const& l) { return std::string(l.layer->backend()); });
 }

@@ -1,6 +1,7 @@
 #pragma once
 // What the module's bindings share (module.cpp for Embedding, bags.cpp for EmbeddingBag).
 #include "arrays.hpp"
+#include "optim.hpp"
 
 #include <kembed/core/validate.hpp>
 
@@ -85,7 +86,24 @@ void set_weight_of(Held& self, AnyArray const& table) {
   self.layer->set_weight(w.data);
 }
 
-// kembed._kembed.BagLayer (bags.cpp).
+// Layer.step / BagLayer.step: a dense gradient (the layer's memory, (V, d)), or a
+// sparse one as (rows, values) host arrays.
+template <class Held>
+void step_layer(Held& self, PyOptim& optim, AnyArray const& grad) {
+  auto const g = take_floats(grad, "grad", self.layer.get());
+  check_table_shape("grad", Shape(g.shape), self.v(), self.d());
+  nb::gil_scoped_release release;
+  self.layer->step(*optim.optim, g.data);
+}
+template <class Held>
+void step_layer_sparse(Held& self, PyOptim& optim, AnyArray const& rows, AnyArray const& values) {
+  auto const g = sparse_carry_in(self.v(), self.d(), rows, values, std::nullopt);
+  nb::gil_scoped_release release;
+  self.layer->step(*optim.optim, *g);
+}
+
+// kembed._kembed.BagLayer (bags.cpp), kembed._kembed.Optimizer (optim.cpp).
 void bind_bags(nb::module_& m);
+void bind_optim(nb::module_& m);
 
 }  // namespace kembed::python

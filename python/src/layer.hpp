@@ -14,6 +14,8 @@
 
 namespace kembed::python {
 
+class Optim;  // optim.hpp
+
 // Ids as the kernels take them: int32 or int64, C order, `size` positions.
 struct Ids {
   void const* data = nullptr;
@@ -57,6 +59,12 @@ class Layer : public Place {
   virtual void counts(Ids const& ids, std::int64_t* out) const = 0;  // V entries
   virtual void weight(float* out) const = 0;                         // the table, V x d
   virtual void set_weight(float const* weight) = 0;                  // V x d; on error the old table stays
+  // One step of `optimizer` (on this layer's backend) on the layer's own table: a
+  // dense gradient (V x d, the layer's memory) or a row-sparse one (host).
+  virtual void step(Optim& optimizer, float const* grad) = 0;
+  virtual void step(Optim& optimizer, SparseGradient const& grad) = 0;
+  // backward_sparse and step in one pass (Embedding::backward_step); batch_counts may be null.
+  virtual void backward_step(Ids const& ids, float const* dy, Optim& optimizer, std::int64_t const* batch_counts) = 0;
 };
 
 // A bag call: 1-D ids in the layer's memory, where each bag starts and ends (B + 1
@@ -81,6 +89,8 @@ class BagLayer : public Place {
   virtual void weights_backward(BagCall const& call, float const* dy, float* out) const = 0;  // T values
   virtual void weight(float* out) const = 0;
   virtual void set_weight(float const* weight) = 0;
+  virtual void step(Optim& optimizer, float const* grad) = 0;  // as Layer's
+  virtual void step(Optim& optimizer, SparseGradient const& grad) = 0;
 };
 
 // The layer on one execution space; layer_on.hpp defines it, and each backend's

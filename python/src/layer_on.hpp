@@ -4,6 +4,7 @@
 // On a device the arrays are device memory (DLPack); counts and backward_sparse go
 // through the host overloads there (their ids and dy are copied to the host first).
 #include "layer.hpp"
+#include "optim_on.hpp"
 
 #include <kembed/detail/memory.hpp>
 #include <kembed/embedding.hpp>
@@ -115,6 +116,22 @@ class LayerOn final : public PlaceOn<Space, Layer> {
     space_.fence();
   }
   void set_weight(float const* w) override { layer_.set_weight(FloatsRef(w, Shape{layer_.num_embeddings(), d()})); }
+  void step(Optim& optimizer, float const* grad) override {
+    layer_.step(space_, optim_on<Space>(optimizer, this->name_), ConstMatrix(grad, layer_.num_embeddings(), d()));
+    space_.fence();
+  }
+  void step(Optim& optimizer, SparseGradient const& grad) override {
+    layer_.step(optim_on<Space>(optimizer, this->name_), grad);
+  }
+  void backward_step(Ids const& ids, float const* dy, Optim& optimizer, std::int64_t const* batch_counts) override {
+    auto& o = optim_on<Space>(optimizer, this->name_);
+    HostCopy const h(*this, ids, dy, batch_counts, layer_.num_embeddings(), d());
+    FloatsRef const g(h.dy, Shape{ids.size, d()});
+    if (h.wide)
+      layer_.backward_step(IdsRef(h.ids64, Shape{ids.size}), g, o, h.batch_counts);
+    else
+      layer_.backward_step(IdsRef(h.ids32, Shape{ids.size}), g, o, h.batch_counts);
+  }
 
  private:
   std::int64_t d() const { return layer_.embedding_dim(); }

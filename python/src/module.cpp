@@ -108,6 +108,17 @@ nb::object backward_sparse(PyLayer const& self, AnyArray const& ids_array, AnyAr
   return sparse_out(std::move(g));
 }
 
+void backward_step(PyLayer& self, AnyArray const& ids_array, AnyArray const& dy_array, PyOptim& optim,
+                   std::optional<AnyArray> const& batch) {
+  auto const ids = take_ids(ids_array, self.v(), *self.layer);
+  auto const dy = self.dy_for(dy_array, ids);
+  std::vector<std::int64_t> batch_host;
+  Buffer batch_keep;
+  auto const* batch_counts = self.batch_counts(batch, batch_host, batch_keep);
+  nb::gil_scoped_release release;
+  self.layer->backward_step(ids.ids, dy.data, *optim.optim, batch_counts);
+}
+
 nb::object counts(PyLayer const& self, AnyArray const& ids_array) {
   auto const ids = take_ids(ids_array, self.v(), *self.layer);
   auto out = self.fresh(self.v(), 1, sizeof(std::int64_t));
@@ -242,8 +253,12 @@ NB_MODULE(_kembed, m) {
       .def("backend", [](PyLayer const& l) { return std::string(l.layer->backend()); })
       .def("plan_for",
            [](PyLayer const& l, std::int64_t t) { return std::string(kembed::to_string(l.layer->plan_for(t))); })
-      .def("save", &save, "path"_a, "created_by"_a);
+      .def("save", &save, "path"_a, "created_by"_a)
+      .def("step", &step_layer<PyLayer>, "optimizer"_a, "grad"_a)
+      .def("step_sparse", &step_layer_sparse<PyLayer>, "optimizer"_a, "rows"_a, "values"_a)
+      .def("backward_step", &backward_step, "ids"_a, "dy"_a, "optimizer"_a, "batch_counts"_a.none() = nb::none());
   m.def("load", &load, "path"_a);
+  bind_optim(m);  // before the layers' step methods are called, and its type known to them
   bind_bags(m);
   m.def(
       "empty",

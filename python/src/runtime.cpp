@@ -1,6 +1,7 @@
 // Kokkos inside a Python process: started by the first layer, with the thread count
 // asked for before it; the layer on the backend a name chooses.
 #include "layer.hpp"
+#include "optim.hpp"
 
 #include <kembed/backends.hpp>
 #include <kembed/detail/memory.hpp>
@@ -132,6 +133,13 @@ std::unique_ptr<BagLayer> make_bag_layer(std::string const& backend, std::int64_
                                          bool borrowed, BagOptions const& options) {
   return on_backend(backend, [&](auto space, char const* name) -> std::unique_ptr<BagLayer> {
     return make_bag_layer_on<decltype(space)>(name, v, d, weight, borrowed, options);
+  });
+}
+
+std::unique_ptr<Optim> make_optim(std::string const& backend, OptimSettings const& settings, std::int64_t v,
+                                  std::int64_t d) {
+  return on_backend(backend, [&](auto space, char const* name) -> std::unique_ptr<Optim> {
+    return make_optim_on<decltype(space)>(name, settings, v, d);
   });
 }
 

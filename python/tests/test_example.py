@@ -30,3 +30,13 @@ def test_the_example_ends_with_the_same_tables_however_it_runs():
 def test_the_example_refuses_bad_arguments():
     out = python(EXAMPLE, "--microbatches", "0")
     assert out.returncode != 0 and "--microbatches must be between 1 and" in out.stderr
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "rowwise_adagrad"])
+def test_a_hundred_steps_of_a_kembed_optimizer_end_with_the_same_tables(optimizer):
+    def sha100(*args):
+        return sha("--steps", "100", "--pairs", "512", "--optimizer", optimizer, *args)
+    want = sha100()
+    for args in (["--threads", "1"], ["--threads", "2"], ["--backend", "serial"], ["--microbatches", "4"],
+                 ["--microbatches", "16"]):
+        assert sha100(*args) == want, args
