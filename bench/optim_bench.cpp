@@ -71,9 +71,10 @@ int main(int argc, char** argv) {
   std::FILE* csv = csv_path.empty() ? nullptr : std::fopen(csv_path.c_str(), "w");
   if (csv) std::fprintf(csv, "optimizer,rows,dim,positions,listed_rows,unfused_seconds,fused_seconds\n");
   Space const space;
-  std::printf("kembed-optim-bench on %s (%d threads), d = %lld, Zipf ids (s = 1.1); best of repeats\n",
-              Space::name(), int(space.concurrency()), d);
-  std::printf("| optimizer | V | T | rows listed | backward_sparse + step | backward_step (fused) | unfused / fused |\n");
+  std::printf("kembed-optim-bench on %s (%d threads), d = %lld, Zipf ids (s = 1.1); best of repeats\n", Space::name(),
+              int(space.concurrency()), d);
+  std::printf(
+      "| optimizer | V | T | rows listed | backward_sparse + step | backward_step (fused) | unfused / fused |\n");
   std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
   for (auto const& name : optimizers)
     for (long long v : rows) {
@@ -84,8 +85,8 @@ int main(int argc, char** argv) {
         auto const ids = Kokkos::create_mirror_view_and_copy(
             Space::memory_space(),
             Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(ids_h.data(), t));
-        auto const dy = Kokkos::create_mirror_view_and_copy(
-            Space::memory_space(), Layer::const_matrix_type(dy_h.data(), t, d));
+        auto const dy =
+            Kokkos::create_mirror_view_and_copy(Space::memory_space(), Layer::const_matrix_type(dy_h.data(), t, d));
         auto const s = settings_of(name);
         kembed::FloatsRef const w(table.data(), kembed::Shape{v, d});
         // The bits first: one step each way from the same table and state.
@@ -100,7 +101,8 @@ int main(int argc, char** argv) {
                        name.c_str(), v, t);
           return 1;
         }
-        long long const listed = a.backward_sparse(space, Layer::ids64_type(ids), Layer::const_matrix_type(dy)).rows.extent(0);
+        long long const listed =
+            a.backward_sparse(space, Layer::ids64_type(ids), Layer::const_matrix_type(dy)).rows.extent(0);
         double const unfused = best_seconds([&] {
           a.step(space, oa, a.backward_sparse(space, Layer::ids64_type(ids), Layer::const_matrix_type(dy)));
           space.fence();
@@ -112,8 +114,7 @@ int main(int argc, char** argv) {
         std::printf("| %s | %.0e | %.0e | %lld | %.5f s | %.5f s | %.3gx |\n", name.c_str(), double(v), double(t),
                     listed, unfused, fused, unfused / fused);
         std::fflush(stdout);
-        if (csv)
-          std::fprintf(csv, "%s,%lld,%lld,%lld,%lld,%.6g,%.6g\n", name.c_str(), v, d, t, listed, unfused, fused);
+        if (csv) std::fprintf(csv, "%s,%lld,%lld,%lld,%lld,%.6g,%.6g\n", name.c_str(), v, d, t, listed, unfused, fused);
       }
     }
   if (csv) std::fclose(csv);

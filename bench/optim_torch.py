@@ -17,24 +17,14 @@ arithmetic (docs/CONTRACT.md, "Updates").
 import argparse
 import csv
 import sys
-import time
 
 import numpy as np
 import torch
 
 import kembed
+from python_bench import best  # the best of repeats, after one warm-up call
 
 D = 64
-
-
-def best(f, repeat):
-    f()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def zipf_ids(v, t, rng):

@@ -167,8 +167,8 @@ TEST(BackwardStep, IsTheSparseBackwardThenTheStep) {
           o.mode = mode;
           if (variant == 1) o.padding_idx = 2;
           if (variant == 2) o.scale_grad_by_freq = FreqScale::call;
-          SCOPED_TRACE(std::string(to_string(s.optimizer)) + " d=" + std::to_string(d) + " " + std::string(to_string(mode)) +
-                       " variant " + std::to_string(variant));
+          SCOPED_TRACE(std::string(to_string(s.optimizer)) + " d=" + std::to_string(d) + " " +
+                       std::string(to_string(mode)) + " variant " + std::to_string(variant));
           Config const config = make_config(v, d, o);
           auto want = random_floats(v * d, 11, 1.0f);
           auto want_state = initial_state(s, v, d);
@@ -196,7 +196,8 @@ TEST(BackwardStep, TheDeviceShapeGivesTheHostsBits) {
   auto const ids = synthetic::zipf_ids(v, t, 1.1, 3);
   auto const dy = random_floats(t * d, 4, 0.5f);
   auto const ids_d = Kokkos::create_mirror_view_and_copy(
-      Opt::memory_space(), Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(ids.data(), t));
+      Opt::memory_space(),
+      Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(ids.data(), t));
   auto const dy_d = upload(dy, t, d);
   for (Mode mode : {Mode::identical, Mode::deterministic})
     for (auto const& s : every_optimizer()) {
@@ -205,8 +206,9 @@ TEST(BackwardStep, TheDeviceShapeGivesTheHostsBits) {
         auto const weight = upload(random_floats(v * d, 5, 1.0f), v, d);
         Opt opt(s, v, d);
         bool const ran = opt.step_by(weight, [&](auto const& rule, auto const& first, auto const& second) {
-          return detail::fused_step(Space(), ids_d, Opt::const_matrix_type(dy_d), Kokkos::View<std::int64_t const*, Opt::memory_space>(), v, 2,
-                                    mode, FreqScale::call, detail::host_isa(), columns, rule, weight, first, second);
+          return detail::fused_step(Space(), ids_d, Opt::const_matrix_type(dy_d),
+                                    Kokkos::View<std::int64_t const*, Opt::memory_space>(), v, 2, mode, FreqScale::call,
+                                    detail::host_isa(), columns, rule, weight, first, second);
         });
         EXPECT_TRUE(ran);
         tables[columns] = download(weight);

@@ -53,7 +53,6 @@ std::string problem_of(std::string const& path, IoFailure const& e) {
   return text.rfind(path + ": ", 0) == 0 ? text.substr(path.size() + 2) : text;
 }
 
-
 // Every rank's (or the one process's) rows into the closed, unpublished file at `temp`.
 void write_rows_into(std::string const& temp, std::vector<SlabDataset> const& datasets, RowSlab const& slab,
                      Collective const* collective) {
@@ -68,8 +67,8 @@ void write_rows_into(std::string const& temp, std::vector<SlabDataset> const& da
     // Many ranks write in pieces of at most 64 MiB a rank: a filtered collective write
     // holds its whole selection's chunks in memory, which would double a rank's rows.
     std::int64_t const row_bytes = std::int64_t(H5Tget_size(d.mem_type)) * std::max<std::int64_t>(d.cols, 1);
-    std::int64_t const piece =
-        collective ? std::max<std::int64_t>(1, (std::int64_t{64} << 20) / row_bytes) : std::max<std::int64_t>(1, slab.count);
+    std::int64_t const piece = collective ? std::max<std::int64_t>(1, (std::int64_t{64} << 20) / row_bytes)
+                                          : std::max<std::int64_t>(1, slab.count);
     std::int64_t most = (slab.count + piece - 1) / piece;
 #if defined(KEMBED_IO_PARALLEL)
     if (collective) {  // every rank calls as often
@@ -152,8 +151,8 @@ void write_slabs(std::string const& path, std::string const& what, std::function
   };
   agree();
 #if defined(KEMBED_IO_PARALLEL)
-  std::string const temp = collective ? broadcast(*collective, rank == 0 ? file->temp_path() : std::string())
-                                      : file->temp_path();
+  std::string const temp =
+      collective ? broadcast(*collective, rank == 0 ? file->temp_path() : std::string()) : file->temp_path();
 #else
   std::string const temp = file->temp_path();
 #endif

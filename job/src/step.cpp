@@ -2,9 +2,9 @@
 // other, its two outputs written with their provenance (kembed/job/step.hpp).
 #include <kembed/core/validate.hpp>
 #include <kembed/io/error.hpp>
+#include <kembed/io/row_reader.hpp>
 #include <kembed/io/sha256.hpp>
 #include <kembed/job/detail/step_files.hpp>
-#include <kembed/io/row_reader.hpp>
 #include <kembed/job/paths.hpp>
 
 #include <cstring>
@@ -75,8 +75,9 @@ void check_run(StepSettings const& s, io::RunFile const& run, io::InputIdentity 
   for (auto const& input : run.inputs)
     if (input.role == "table") recorded = input.sha256;
   if (recorded.empty())
-    throw InvalidArgument("run", name + " does not record the table it was computed on; a step applies a gradient to "
-                                        "that table only");
+    throw InvalidArgument("run", name +
+                                     " does not record the table it was computed on; a step applies a gradient to "
+                                     "that table only");
   if (recorded != table.sha256)
     throw InvalidArgument("run", name + " was computed on a table with SHA-256 " + recorded + ", and " +
                                      o.name_of("table") + " " + s.table + " has SHA-256 " + table.sha256 +
@@ -107,8 +108,9 @@ void read_gradient(StepSettings const& s, StepInputs& in, StepTeam const& team, 
   auto const digest = in.run.sparse ? team.sha256(records.data(), records.size())
                                     : team.sha256(in.grad.data(), in.grad.size() * sizeof(float));
   if (digest != in.run.gradient_sha256)
-    throw io::FileError(s.run, "/gradient", "does not match its SHA-256 (attribute gradient_sha256 = " +
-                                                in.run.gradient_sha256 + "): the run file is damaged or was edited");
+    throw io::FileError(s.run, "/gradient",
+                        "does not match its SHA-256 (attribute gradient_sha256 = " + in.run.gradient_sha256 +
+                            "): the run file is damaged or was edited");
   together(team, [&] {
     auto const n = std::int64_t(in.grad.size());
     if (auto const i = first_non_finite(in.grad.data(), n); i < n)
@@ -150,8 +152,9 @@ void resolve_state(StepSettings const& s, StepInputs& in, StepTeam const& team, 
                                        o.name_of("table") + " " + s.table + " has SHA-256 " + in.table_id.sha256);
   auto const records = io::state_records(f.state, team.count);
   if (team.sha256(records.data(), records.size() * sizeof(float)) != f.state_sha256)
-    throw io::FileError(s.state, "", "its arrays do not match their SHA-256 (attribute state_sha256 = " +
-                                         f.state_sha256 + "): the file is damaged or was edited");
+    throw io::FileError(s.state, "",
+                        "its arrays do not match their SHA-256 (attribute state_sha256 = " + f.state_sha256 +
+                            "): the file is damaged or was edited");
   in.settings = f.settings;
   if (s.adjust) s.adjust(in.settings);
   check_settings(in.settings);

@@ -1,9 +1,9 @@
 // kembed._kembed.Optimizer: kembed::TableOptimizer for Python (kembed.optim), and the
 // layers' step, which applies it to their own table. Settings travel by torch's
 // argument names (io::set_setting), the state by torch's state names.
+#include "optim.hpp"
 #include "arrays.hpp"
 #include "bindings.hpp"
-#include "optim.hpp"
 
 #include <kembed/core/error.hpp>
 #include <kembed/io/optim_file.hpp>

@@ -33,8 +33,8 @@ template <class Space>
 TableOptimizer<Space>& optim_on(Optim& o, char const* layer_backend) {
   auto* on = dynamic_cast<OptimOn<Space>*>(&o);
   if (!on)
-    throw InvalidArgument("optimizer", std::string("the optimizer runs on backend ") + o.backend() +
-                                           ", the layer on " + layer_backend + "; make them on one backend");
+    throw InvalidArgument("optimizer", std::string("the optimizer runs on backend ") + o.backend() + ", the layer on " +
+                                           layer_backend + "; make them on one backend");
   return on->impl;
 }
 

@@ -23,8 +23,8 @@
 #include <kembed/detail/forward.hpp>
 #include <kembed/detail/memory.hpp>
 #include <kembed/detail/renorm.hpp>
-#include <kembed/detail/sparse_carry.hpp>
 #include <kembed/detail/row_index.hpp>
+#include <kembed/detail/sparse_carry.hpp>
 #include <kembed/optim.hpp>
 
 #include <cstdint>
@@ -300,7 +300,8 @@ class Embedding {
     auto const dy_d =
         Kokkos::create_mirror_view_and_copy(memory_space(), host_const_matrix(dy.data, t, config_.embedding_dim));
     auto const batch_d = upload_batch_counts(batch_counts);
-    with_device_ids(ids, [&](auto const& device_ids) { backward_step_impl(space_, device_ids, dy_d, optimizer, batch_d); });
+    with_device_ids(ids,
+                    [&](auto const& device_ids) { backward_step_impl(space_, device_ids, dy_d, optimizer, batch_d); });
     space_.fence();
   }
   void backward_step(ExecutionSpace const& space, ids32_type const& ids, const_matrix_type const& dy,

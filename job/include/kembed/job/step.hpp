@@ -117,8 +117,8 @@ StepReport run_step(ExecutionSpace const& space, Team const& team, StepSettings 
   r.read_seconds = seconds(t0, t1), r.step_seconds = seconds(t1, t2), r.write_seconds = seconds(t2, t3);
   r.total_seconds = seconds(t0, t3);
   if (o.log)
-    o.log("step " + std::to_string(r.step) + " of " + r.optimizer + " on " + std::to_string(r.rows_updated) +
-          " of " + std::to_string(r.rows) + " rows");
+    o.log("step " + std::to_string(r.step) + " of " + r.optimizer + " on " + std::to_string(r.rows_updated) + " of " +
+          std::to_string(r.rows) + " rows");
   return r;
 }
 

@@ -52,9 +52,9 @@ bool folds_stay_finite(ExecutionSpace const& space, Dy const& dy) {
 // a device lane does: `columns`, which host tests use), then step table row rows(u).
 template <class ExecutionSpace, class Index, class Rows, class Dy, class Weight, class State, class Sum>
 void fused_rows(ExecutionSpace const& space, Index const& index, Rows const& rows, Dy const& dy,
-                std::int64_t padding_idx, RowScale<typename ExecutionSpace::memory_space> const& scale,
-                Sum const& sum, HostIsa isa, bool columns, StepRule const& rule, Weight const& weight,
-                State const& first, State const& second, char const* label) {
+                std::int64_t padding_idx, RowScale<typename ExecutionSpace::memory_space> const& scale, Sum const& sum,
+                HostIsa isa, bool columns, StepRule const& rule, Weight const& weight, State const& first,
+                State const& second, char const* label) {
   using Policy = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>, Kokkos::IndexType<std::int64_t>>;
   using Member = typename Policy::member_type;
   using Scratch = Kokkos::View<float*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
@@ -71,7 +71,7 @@ void fused_rows(ExecutionSpace const& space, Index const& index, Rows const& row
         std::int64_t const begin = offsets(u), end = offsets(u + 1);
         float const s = scale.on() ? scale.of(u, end - begin) : 1.0f;
         HostIsa const row_isa = isa;  // captured here: nvcc takes no first capture inside if constexpr
-        if (r == padding_idx) {  // listed, with a +0.0 gradient, as backward_sparse lists it
+        if (r == padding_idx) {       // listed, with a +0.0 gradient, as backward_sparse lists it
           for (std::int64_t c = 0; c < d; ++c) g(c) = 0.0f;
         } else if (columns) {
           for (std::int64_t c = 0; c < d; ++c) g(c) = sum(positions, dy, begin, end, c, 0.0f, scaled, s);
@@ -93,8 +93,8 @@ void fused_rows(ExecutionSpace const& space, Index const& index, Rows const& row
 // changed nothing, where a fold could overflow (folds_stay_finite). Throws, having
 // changed nothing, on batch counts below a row's occurrences.
 template <class ExecutionSpace, class IdView, class Dy, class Batch, class Weight, class State>
-bool fused_step(ExecutionSpace const& space, IdView const& ids, Dy const& dy, Batch const& batch_counts,
-                std::int64_t v, std::int64_t padding_idx, Mode mode, FreqScale scale_kind, HostIsa isa, bool columns,
+bool fused_step(ExecutionSpace const& space, IdView const& ids, Dy const& dy, Batch const& batch_counts, std::int64_t v,
+                std::int64_t padding_idx, Mode mode, FreqScale scale_kind, HostIsa isa, bool columns,
                 StepRule const& rule, Weight const& weight, State const& first, State const& second) {
   using Index = Kokkos::View<std::int64_t*, typename ExecutionSpace::memory_space>;
   if (!folds_stay_finite(space, dy)) return false;

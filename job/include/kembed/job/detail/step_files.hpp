@@ -24,9 +24,9 @@ struct StepTeam {
   int rank = 0;
   std::int64_t first = 0, count = 0;  // this process's rows
   io::Collective const* collective = nullptr;
-  std::function<std::string(std::string const&)> broadcast;          // the first rank's text
-  std::function<std::string(void const*, std::size_t)> sha256;     // of every rank's bytes, in rank order
-  std::function<void(std::exception_ptr)> agree;                    // every rank throws the first error
+  std::function<std::string(std::string const&)> broadcast;     // the first rank's text
+  std::function<std::string(void const*, std::size_t)> sha256;  // of every rank's bytes, in rank order
+  std::function<void(std::exception_ptr)> agree;                // every rank throws the first error
 };
 
 // The step's inputs, this process's rows, read and checked against each other.
