@@ -143,5 +143,27 @@ p = subprocess.run([probe, "load-table", damaged], capture_output=True, text=Tru
 check("a damaged attribute header is refused", p.returncode != 0 and "damaged" in p.stderr, p.stderr)
 check("and nothing of HDF5's is left to print at exit", "infinite loop" not in p.stdout + p.stderr, p.stderr)
 
+# 7. An optimizer state: torch's names, the settings as attributes, both digests
+# recomputed by h5py (state_sha256: each row's first-array values, then its second's).
+state = work / "adam.state"
+run("save-state", state, 23, 7)
+with h5py.File(state, "r") as f:
+    check("state format tag", f.attrs["format"] == "kembed-optim-state-1" and f.attrs["optimizer"] == "adam")
+    m, v = f["exp_avg"][...], f["exp_avg_sq"][...]
+    check("torch's array names and shapes", m.shape == v.shape == (23, 7) and m.dtype == np.float32)
+    check("the settings it reads", int(f.attrs["step"]) == 3 and float(f.attrs["lr"]) == 0.01 and
+          int(f.attrs["decoupled_weight_decay"]) == 1 and "momentum" not in f.attrs, str(dict(f.attrs)))
+    records = np.concatenate([bits(m), bits(v)], axis=1).tobytes()
+    check("state_sha256 matches", hashlib.sha256(records).hexdigest() == f.attrs["state_sha256"])
+    check("moments as written", m.any() and (v >= 0).all())
+    a = f.attrs
+    text = "kembed-optim-state-1\n" + "".join(
+        f"{k}={a[k]}\n" for k in ("optimizer", "num_embeddings", "embedding_dim", "step"))
+    text += "".join(f"{k}={float(a[k]):.17g}\n" for k in ("lr", "weight_decay", "eps", "beta1", "beta2"))
+    text += "".join(f"{k}={int(a[k])}\n" for k in ("maximize", "decoupled_weight_decay"))
+    text += f"table_sha256={a['table_sha256']}\nstate_sha256={a['state_sha256']}\n"
+    check("settings_sha256 matches docs/FORMAT.md's text", hashlib.sha256(text.encode()).hexdigest() ==
+          a["settings_sha256"], text)
+
 print(f"h5py interop: {passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -4,9 +4,11 @@
 //   io_probe load-foreign IN DATASET OUT [convert] read a plain dataset, save it as a kembed table
 //   io_probe load-table IN                          print V D padding plan mode sha256-of-weight
 //   io_probe write-run OUT V D SEED                 a synthetic run file
+//   io_probe save-state OUT V D                     an Adam state after 3 steps (synthetic moments)
 #include <kembed/core/error.hpp>
 #include <kembed/core/synthetic.hpp>
 #include <kembed/io/batch_process.hpp>
+#include <kembed/io/optim_file.hpp>
 #include <kembed/io/run_file.hpp>
 #include <kembed/io/sha256.hpp>
 #include <kembed/io/table_file.hpp>
@@ -72,6 +74,22 @@ int main(int argc, char** argv) {
       run.command_line_json = io::json_array({"kembed", "backward", "--plan", "auto", "with \"quotes\""});
       run.configuration_json = "{\"microbatch\": 100}";
       io::write_run(argv[2], run);
+      return 0;
+    }
+    if (cmd == "save-state" && argc >= 5) {
+      auto const v = std::stoll(argv[3]), d = std::stoll(argv[4]);
+      io::OptimStateFile f;
+      f.settings = optim_defaults(Optimizer::adam);
+      f.settings.lr = 0.01, f.settings.weight_decay = 0.1, f.settings.decoupled_weight_decay = true;
+      f.state = initial_state(f.settings, v, d);
+      f.state.step = 3;
+      f.state.first = synthetic::uniform_floats(v * d, 1);
+      f.state.second = synthetic::uniform_floats(v * d, 2);
+      for (auto& x : f.state.second) x = x * x;  // a second moment is never negative
+      f.table_sha256 = std::string(64, 'c');
+      f.state_sha256 = io::state_sha256(f.state);
+      f.created_by = "kembed_io_probe save-state";
+      io::save_optim_state(argv[2], f);
       return 0;
     }
     std::fprintf(stderr, "usage: see the comment at the top of tests/interop/io_probe.cpp\n");
