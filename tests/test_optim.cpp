@@ -154,6 +154,44 @@ TEST(TableOptimizer, RefusesBadGradientsWithNothingChanged) {
   EXPECT_THROW(Opt(settings, v, d), InvalidArgument);
 }
 
+// New settings between steps (a schedule's lr) keep the state: the oracle with the
+// new settings from the state the old ones left. Another optimizer, or SGD's momentum
+// switched on (another state shape), is refused with nothing changed.
+TEST(TableOptimizer, NewSettingsKeepTheState) {
+  std::int64_t const v = 11, d = 5;
+  for (auto s : every_optimizer()) {
+    SCOPED_TRACE(std::string(to_string(s.optimizer)));
+    auto want = random_floats(v * d, 1, 1.0f);
+    auto want_state = initial_state(s, v, d);
+    Opt opt(s, v, d);
+    auto const weight = upload(want, v, d);
+    for (std::uint64_t step = 0; step < 4; ++step) {
+      if (step == 2) {
+        s.lr *= 0.5;
+        opt.set_settings(s);
+      }
+      auto const g = random_floats(v * d, 40 + step, 0.1f);
+      reference::optim_step(s, want.data(), v, d, g.data(), want_state);
+      opt.step(Space(), weight, upload(g, v, d));
+    }
+    EXPECT_TRUE(same_bits(download(weight), want));
+    EXPECT_TRUE(same_bits(opt.state().first, want_state.first) && same_bits(opt.state().second, want_state.second));
+    auto other = optim_defaults(s.optimizer == Optimizer::adam ? Optimizer::sgd : Optimizer::adam);
+    EXPECT_THROW(opt.set_settings(other), InvalidArgument);
+    EXPECT_EQ(opt.settings().lr, s.lr);
+  }
+  auto plain = optim_defaults(Optimizer::sgd), with_momentum = plain;
+  with_momentum.momentum = 0.9;
+  Opt sgd(plain, v, d);
+  try {
+    sgd.set_settings(with_momentum);
+    ADD_FAILURE() << "momentum switched on was not refused";
+  } catch (InvalidArgument const& e) {
+    EXPECT_EQ(e.argument(), "settings") << e.what();
+  }
+  EXPECT_EQ(sgd.settings().momentum, 0.0);
+}
+
 // Each optimizer, mode and option (padding row, scale_grad_by_freq), d on both sides
 // of a host tile, four steps of Zipf ids: backward_step's table and state are the
 // oracle's sparse backward then step, bit for bit.

@@ -31,11 +31,18 @@ class _TableOptimizer(torch.optim.Optimizer):
         held = self._kembed.get(p)
         if held is not None and held[1] == settings:
             return held[0]
+        if held is not None:
+            try:  # new settings (a schedule's lr): the same moments, where they stay
+                held[0].set_settings(settings)
+                self._kembed[p] = (held[0], settings)
+                return held[0]
+            except ValueError:  # the state's shape changes (SGD's momentum on or off)
+                pass
         v, d = p.shape
         new = _kembed.Optimizer(_where(p.detach(), self._backend), self._name, settings, v, d)
         state = self.state.get(p)
         if held is not None:
-            new.set_state(held[0].state())  # new settings (a schedule), the same moments
+            new.set_state(held[0].state())
         elif state:  # from load_state_dict
             new.set_state({k: (v.numpy() if isinstance(v, torch.Tensor) else v) for k, v in state.items()})
         self._kembed[p] = (new, settings)

@@ -89,7 +89,13 @@ void bind_optim(nb::module_& m) {
       .def("settings_json", [](PyOptim const& o) { return io::settings_json(o.optim->settings()); })
       .def("backend", [](PyOptim const& o) { return std::string(o.optim->backend()); })
       .def("state", &state_of)
-      .def("set_state", &set_state_of, "state"_a);
+      .def("set_state", &set_state_of, "state"_a)
+      .def(
+          "set_settings",
+          [](PyOptim& o, nb::dict const& given) {
+            o.optim->set_settings(settings_from(std::string(to_string(o.optim->settings().optimizer)), given));
+          },
+          "settings"_a);
 }
 
 }  // namespace kembed::python

@@ -17,6 +17,7 @@ class Optim {
   virtual OptimSettings const& settings() const = 0;
   virtual OptimState state() const = 0;              // a host copy
   virtual void set_state(OptimState const& st) = 0;  // checked; nothing changes on a refusal
+  virtual void set_settings(OptimSettings const& s) = 0;  // the state kept (TableOptimizer::set_settings)
 };
 
 // The Optimizer Python holds, for a (v, d) table.

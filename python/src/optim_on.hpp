@@ -20,6 +20,7 @@ class OptimOn final : public Optim {
   OptimSettings const& settings() const override { return impl.settings(); }
   OptimState state() const override { return impl.state(); }
   void set_state(OptimState const& st) override { impl.set_state(st); }
+  void set_settings(OptimSettings const& s) override { impl.set_settings(s); }
 
  private:
   char const* name_;

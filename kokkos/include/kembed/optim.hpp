@@ -39,6 +39,18 @@ class TableOptimizer {
   }
 
   OptimSettings const& settings() const noexcept { return settings_; }
+  // New settings for the next steps (a schedule's learning rate), the state kept: the
+  // optimizer and the state's shape must stay (InvalidArgument naming "settings";
+  // nothing changes on a refusal).
+  void set_settings(OptimSettings const& settings) {
+    check_settings(settings);
+    auto const now = state_widths(settings_, d_), then = state_widths(settings, d_);
+    if (settings.optimizer != settings_.optimizer || now.first != then.first || now.second != then.second)
+      throw InvalidArgument("settings", std::string("new settings must keep the optimizer (") +
+                                            std::string(to_string(settings_.optimizer)) +
+                                            ") and its state's shape (SGD's momentum on or off); make a new optimizer");
+    settings_ = settings;
+  }
   std::int64_t steps() const noexcept { return step_; }
 
   // One step with a dense (V, d) gradient: every row. The shapes and the gradient
