@@ -346,7 +346,8 @@ int bag_inputs(std::string const& dir, long long v, long long d, long long t, lo
       Space::name(), int(space.concurrency()), fwd, bwd, fwd_copy, bwd_copy,
       std::string(
           layer.embedding()
-              .path_for(space, kembed::CallShape{t, b, false, options.pooling == kembed::Pooling::mean || weighted})
+              .path_for(space, kembed::CallShape{t, b, false, options.pooling == kembed::Pooling::mean || weighted,
+                                                 options.pooling == kembed::Pooling::max})
               .plan_name())
           .c_str(),
       kembed::io::sha256_hex(yh.data(), yh.size() * 4).c_str(),

@@ -576,6 +576,61 @@ TEST(EmbeddingBag, AutoPlanWeighsBagsNotPositions) {
   EXPECT_EQ(layer.embedding().path_for(Space(), CallShape{t, bags, false, false}).plan, want);
 }
 
+// max in mode identical with plan auto on a host adds only each (bag, column)'s
+// winning term (backward_argmax): the sort plan's bits, from a carry, in place, with a
+// padding row, empty bags and signed zeros; its region is the one that ran.
+TEST(EmbeddingBag, MaxAddsOnlyTheWinnersWithTheFoldsBits) {
+  std::int64_t const v = 300, d = 37, bags = 400;
+  auto const table = test::table_for(v, d);
+  auto const call = random_call(v, bags, 40, 11);
+  auto const t = std::int64_t(call.ids.size());
+  auto const dy = dy_for(bags, d, 5), carry = dy_for(v, d, 6);
+  bool const host = detail::Tiles<Space>::host;
+  BagOptions o;
+  o.pooling = Pooling::max;
+  o.embedding.padding_idx = 1;
+  Layer const fast(v, d, FloatsRef(table.data(), Shape{v, d}), o);
+  o.embedding.plan = Plan::sort;
+  Layer const folded(v, d, FloatsRef(table.data(), Shape{v, d}), o);
+  IdsRef const ids(call.ids), offsets(call.offsets);
+  EXPECT_EQ(fast.embedding().path_for(Space(), CallShape{t, bags, false, false, true}).argmax, host);
+  EXPECT_FALSE(folded.embedding().path_for(Space(), CallShape{t, bags, false, false, true}).argmax);
+  for (bool with_carry : {false, true}) {
+    FloatsRef const c = with_carry ? FloatsRef(carry.data(), Shape{v, d}) : FloatsRef{};
+    bag_regions.clear();
+    Kokkos::Tools::Experimental::set_push_region_callback(on_bag_region);
+    auto const got = fast.backward(ids, &offsets, FloatsRef(dy.data(), Shape{bags, d}), {}, c);
+    Kokkos::Tools::Experimental::set_push_region_callback(nullptr);
+    auto const want = folded.backward(ids, &offsets, FloatsRef(dy.data(), Shape{bags, d}), {}, c);
+    EXPECT_TRUE(same_bits(got.values, want.values)) << "carry " << with_carry;
+    EXPECT_EQ(got.counts, want.counts);
+    EXPECT_EQ(bag_regions.count("kembed::backward[identical,argmax]"), host ? 1u : 0u);
+  }
+  // In place, as the job continues its gradient: the carry's view is the output.
+  using Matrix = Kokkos::View<float**, Kokkos::LayoutRight, Space::memory_space>;
+  auto upload = [&](std::vector<float> const& h, std::int64_t rows) {
+    Matrix m("m", rows, d);
+    Kokkos::deep_copy(m, Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                             h.data(), rows, d));
+    return m;
+  };
+  auto const ids_d = Kokkos::create_mirror_view_and_copy(
+      Space::memory_space(),
+      Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(call.ids.data(), t));
+  auto const off_d = Kokkos::create_mirror_view_and_copy(
+      Space::memory_space(),
+      Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(call.offsets.data(), bags));
+  std::vector<float> results[2];
+  for (int k = 0; k < 2; ++k) {
+    Layer const& layer = k == 0 ? fast : folded;
+    auto const g = upload(carry, v);
+    layer.backward(Space(), ids_d, off_d, upload(dy, bags), g, g);
+    auto const h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g);
+    results[k].assign(h.data(), h.data() + v * d);
+  }
+  EXPECT_TRUE(same_bits(results[0], results[1])) << "in place";
+}
+
 // over() works on the caller's table (max_norm writes it); backward_only() folds
 // without one, and refuses what needs the table by name.
 TEST(EmbeddingBag, OverTheCallersTableAndBackwardOnly) {

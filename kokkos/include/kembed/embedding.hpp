@@ -192,6 +192,12 @@ class Embedding {
     bool const scan_factors = path.plan == Plan::scan && (config_.plan == Plan::scan || space.concurrency() == 1);
     bool const folds_factors = path.plan == Plan::bucket || scan_factors;
     if (path.freq || (path.scaled && !folds_factors)) path.plan = Plan::sort;
+    // A max bag call in mode identical on a host adds each (bag, column)'s one winning
+    // term to its row (detail::backward_argmax): the fold's bits from B x d additions.
+    // Asked-for plans run as asked.
+    path.argmax = call.argmax && path.mode == Mode::identical && !path.scaled &&
+                  config_.plan == Plan::automatic && detail::Tiles<ExecutionSpace>::host;
+    if (path.argmax) return path;
     // A call continuing its gradient in place on few of its rows folds only those
     // (the sort plan over the listed rows: the same sums, O(T) not O(V) per call).
     path.listed = in_place && path.mode != Mode::fast &&
@@ -641,6 +647,13 @@ class Embedding {
     if (mode != Mode::fast && detail::Tiles<ExecutionSpace>::host) isa_region.emplace(isa_label(isa));
     bool saw_non_finite = false;
     detail::ScopedRegion region(label(path));
+    if constexpr (detail::HasArgmax<Dy>::value) {
+      if (path.argmax) {  // found by argument-dependent lookup: bag_terms.hpp
+        backward_argmax(space, ids, dy, carry, grad, pad);
+        if (counts.data() != nullptr) counts_impl(space, ids, counts);
+        return false;
+      }
+    }
     if (path.listed) {
       if (path.on_caller)  // within this call: views without reference counts
         detail::backward_listed(space, detail::unmanaged(ids), detail::unmanaged(dy), detail::unmanaged(carry),
@@ -687,6 +700,8 @@ class Embedding {
                                           "kembed::backward[deterministic,sort,listed,caller]",
                                           "kembed::backward[deterministic,sort,listed,scale_grad_by_freq]",
                                           "kembed::backward[deterministic,sort,listed,scale_grad_by_freq,caller]"};
+    static std::string const argmax = "kembed::backward[identical,argmax]";
+    if (path.argmax) return argmax;
     int const mode_scaled = (path.mode == Mode::identical ? 0 : 2) + (path.freq ? 1 : 0);
     if (path.listed) return listed[2 * mode_scaled + (path.on_caller ? 1 : 0)];
     if (path.mode == Mode::fast) return fixed[0];

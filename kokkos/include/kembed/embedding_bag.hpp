@@ -353,7 +353,9 @@ class EmbeddingBag {
     if (cfg.scale_grad_by_freq == FreqScale::batch && t > 0) check_batch_covers(space, ids, batch_counts);
     table_.fold_path(
         space,
-        table_.path_for(space, CallShape{t, std::int64_t(dy.extent(0)), in_place, terms.scale.data() != nullptr}), ids,
+        table_.path_for(space, CallShape{t, std::int64_t(dy.extent(0)), in_place, terms.scale.data() != nullptr,
+                                         config_.pooling == Pooling::max}),
+        ids,
         terms, carry, grad, counts, FreqScale::none, batch_counts_type{});
   }
 

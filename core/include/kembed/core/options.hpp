@@ -94,6 +94,7 @@ struct CallShape {
   std::int64_t dy_rows = 0;
   bool in_place = false;
   bool factors = false;
+  bool argmax = false;  // a max bag call: each (bag, column) has one term that is not -0.0
 };
 
 // The path one backward call takes, decided in one place (Embedding::path_for): what
@@ -106,8 +107,12 @@ struct BackwardPath {
   bool freq = false;            // scale_grad_by_freq among them (a mean or weighted bag scales without it)
   bool listed = false;          // in place on few rows: the sort over the rows the call lists
   bool on_caller = false;       // listed, and small enough for the calling thread
-  // "scan", "sort" or "bucket" (the plan), or "atomic" (mode fast): a run file's plan_used.
-  std::string_view plan_name() const noexcept { return mode == Mode::fast ? "atomic" : to_string(plan); }
+  bool argmax = false;          // a max bag call adding each winning term to its row, bags in order
+  // "scan", "sort" or "bucket" (the plan), "atomic" (mode fast) or "argmax": a run
+  // file's plan_used.
+  std::string_view plan_name() const noexcept {
+    return argmax ? "argmax" : mode == Mode::fast ? "atomic" : to_string(plan);
+  }
 };
 
 // The plan that runs for T positions: `automatic` resolved by V * T.

@@ -99,7 +99,8 @@ class OneProcess {
                        batch_counts_type const& batch_counts) const {
       auto const up = upload_bags(in, tally);
       last_path_ = layer_.path_for(
-          space, CallShape{in.positions, in.bags, true, bags_->pooling() == Pooling::mean || in.weighted});
+          space, CallShape{in.positions, in.bags, true, bags_->pooling() == Pooling::mean || in.weighted,
+                           bags_->pooling() == Pooling::max});
       last_positions_ = in.positions;
       bags_->backward(space, up.ids, up.offsets, up.dy, grad, grad, {}, up.weights, batch_counts);
     }

@@ -43,6 +43,46 @@ KOKKOS_INLINE_FUNCTION bool has_term_scales(BagTerms<M> const& terms) {
 }
 template <class M>
 struct TermsCarryFactors<BagTerms<M>> : std::true_type {};
+template <class M>
+struct HasArgmax<BagTerms<M>> : std::true_type {};
+
+// max's backward in mode identical, without its -0.0 terms: a fold adds each row's
+// terms in ascending position order from the carry, and x + -0.0 = x for every x, so
+// only the one winning term of each (bag, column) changes a sum. Bags hold ascending,
+// disjoint position ranges: adding the winners bag by bag adds each row's in
+// ascending position order, the fold's bits in B x d additions instead of T x d
+// terms. Columns are independent: a host thread takes blocks of 16. The padding row
+// never wins (the forward skips it) and is +0.0, as the fold leaves it. Host backends
+// only (a device would have one thread per column block).
+template <class ExecutionSpace, class IdView, class M, class Carry, class Grad>
+void backward_argmax(ExecutionSpace const& space, IdView const& ids, BagTerms<M> const& terms, Carry const& carry,
+                     Grad const& grad, std::int64_t padding_idx) {
+  std::int64_t const v = grad.extent(0), d = grad.extent(1), bags = terms.dy.extent(0);
+  bool const in_place = carry.data() != nullptr && carry.data() == grad.data();
+  bool const has_carry = carry.data() != nullptr;
+  if (!in_place)
+    Kokkos::parallel_for(
+        "kembed::backward_argmax::start", Range<ExecutionSpace>(space, 0, v), [=](std::int64_t r) {
+          for (std::int64_t c = 0; c < d; ++c) grad(r, c) = has_carry && r != padding_idx ? carry(r, c) : 0.0f;
+        });
+  else if (padding_idx >= 0)
+    for (std::int64_t c = 0; c < d; ++c) grad(padding_idx, c) = 0.0f;
+  constexpr std::int64_t block = 16;
+  auto const won = terms.won;
+  auto const dy = terms.dy;
+  Kokkos::parallel_for(
+      "kembed::backward_argmax::columns", Range<ExecutionSpace>(space, 0, (d + block - 1) / block),
+      [=](std::int64_t k) {
+        std::int64_t const c0 = k * block, n = d - c0 < block ? d - c0 : block;
+        for (std::int64_t b = 0; b < bags; ++b)
+          for (std::int64_t c = c0; c < c0 + n; ++c) {
+            std::int64_t const p = won(b, c);
+            if (p < 0) continue;  // an empty bag
+            std::int64_t const r = ids(p);
+            grad(r, c) = grad(r, c) + dy(b, c);
+          }
+      });
+}
 
 // The bag of each position: bag(p) = b for p in [bounds(b), bounds(b + 1)).
 template <class ExecutionSpace>

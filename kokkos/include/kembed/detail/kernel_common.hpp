@@ -161,6 +161,10 @@ KOKKOS_INLINE_FUNCTION bool has_term_scales(Dy const&) {
 // folding-with-factors copy (bag_terms.hpp specialises it).
 template <class Dy>
 struct TermsCarryFactors : std::false_type {};
+// Terms with at most one that is not -0.0 per (dy row, column), found without a fold
+// (a max bag's argmax: bag_terms.hpp specialises it and defines backward_argmax).
+template <class Dy>
+struct HasArgmax : std::false_type {};
 
 // A term added to a sum: acc + x, or with its factor s as one fused multiply-add,
 // fma(x, s, acc). A row's first term on +0.0 is the same call with acc = +0.0, so
