@@ -527,21 +527,35 @@ class Embedding {
     return scale;
   }
 
+  // The checks every row-sparse call (new, continued or fused with a step) makes
+  // before anything is written.
+  template <class IdView>
+  void check_sparse_call(IdView const& ids, const_matrix_type const& dy,
+                         batch_counts_type const& batch_counts) const {
+    std::int64_t const t = ids.extent(0);
+    if (t < 1) check_ids_shape(Shape{t});  // the message; a Shape allocates
+    check_matrix("dy", dy, t, config_.embedding_dim, "ids.size(), embedding_dim");
+    check_batch_counts_view(batch_counts);
+  }
+
   template <class IdView>
   sparse_type backward_sparse_impl(ExecutionSpace const& space, IdView const& ids, const_matrix_type const& dy,
                                    sparse_type const& carry, batch_counts_type const& batch_counts) const {
-    auto const v = config_.num_embeddings, d = config_.embedding_dim;
-    std::int64_t const t = ids.extent(0);
-    if (t < 1) check_ids_shape(Shape{t});  // the message; a Shape allocates
-    check_matrix("dy", dy, t, d, "ids.size(), embedding_dim");
-    check_batch_counts_view(batch_counts);
-    if (carry.values.data() != nullptr || carry.rows.data() != nullptr) detail::check_sparse_rows(space, carry, v, d, "carry");
-    detail::check_ids(space, ids, v);
+    check_sparse_call(ids, dy, batch_counts);
+    if (carry.values.data() != nullptr || carry.rows.data() != nullptr)
+      detail::check_sparse_rows(space, carry, config_.num_embeddings, config_.embedding_dim, "carry");
+    detail::check_ids(space, ids, config_.num_embeddings);
+    return sparse_fold(space, ids, dy, carry, batch_counts);
+  }
+  // backward_sparse once its inputs are checked (dy's values: by the fold, which says so).
+  template <class IdView>
+  sparse_type sparse_fold(ExecutionSpace const& space, IdView const& ids, const_matrix_type const& dy,
+                          sparse_type const& carry, batch_counts_type const& batch_counts) const {
     detail::HostIsa const isa = detail::Tiles<ExecutionSpace>::host ? detail::host_isa() : detail::HostIsa::baseline;
     detail::ScopedRegion region(config_.mode == Mode::deterministic ? "kembed::backward_sparse[deterministic]"
                                                                     : "kembed::backward_sparse[identical]");
-    auto const result = detail::backward_sparse(space, ids, dy, carry, batch_counts, v, config_.padding_idx,
-                                                config_.mode, config_.scale_grad_by_freq, isa);
+    auto const result = detail::backward_sparse(space, ids, dy, carry, batch_counts, config_.num_embeddings,
+                                                config_.padding_idx, config_.mode, config_.scale_grad_by_freq, isa);
     if (result.second) detail::check_finite(space, dy, "dy", "position");
     return result.first;
   }
@@ -550,11 +564,8 @@ class Embedding {
   void backward_step_impl(ExecutionSpace const& space, IdView const& ids, const_matrix_type const& dy,
                           TableOptimizer<ExecutionSpace>& optimizer, batch_counts_type const& batch_counts) {
     require_table();
-    auto const v = config_.num_embeddings, d = config_.embedding_dim;
-    std::int64_t const t = ids.extent(0);
-    if (t < 1) check_ids_shape(Shape{t});
-    check_matrix("dy", dy, t, d, "ids.size(), embedding_dim");
-    check_batch_counts_view(batch_counts);
+    check_sparse_call(ids, dy, batch_counts);
+    auto const v = config_.num_embeddings;
     detail::check_ids(space, ids, v);
     detail::HostIsa const isa = detail::Tiles<ExecutionSpace>::host ? detail::host_isa() : detail::HostIsa::baseline;
     detail::ScopedRegion region(config_.mode == Mode::deterministic ? "kembed::backward_step[deterministic]"
@@ -563,7 +574,7 @@ class Embedding {
       return detail::fused_step(space, ids, dy, batch_counts, v, config_.padding_idx, config_.mode,
                                 config_.scale_grad_by_freq, isa, false, rule, weight_, first, second);
     });
-    if (!fused) optimizer.step(space, weight_, backward_sparse_impl(space, ids, dy, {}, batch_counts));
+    if (!fused) optimizer.step(space, weight_, sparse_fold(space, ids, dy, {}, batch_counts));  // ids checked above
   }
 
   template <class IdView>
@@ -571,9 +582,7 @@ class Embedding {
                                   sparse_carry_type& carry, batch_counts_type const& batch_counts) const {
     auto const v = config_.num_embeddings, d = config_.embedding_dim;
     std::int64_t const t = ids.extent(0);
-    if (t < 1) check_ids_shape(Shape{t});  // the message; a Shape allocates
-    check_matrix("dy", dy, t, d, "ids.size(), embedding_dim");
-    check_batch_counts_view(batch_counts);
+    check_sparse_call(ids, dy, batch_counts);
     if (std::int64_t(carry.slot_of.extent(0)) != v || std::int64_t(carry.values.extent(1)) != d)
       throw InvalidArgument("carry", "the sparse carry was made for another shape than (" + std::to_string(v) + ", " +
                                          std::to_string(d) + ")");
