@@ -56,7 +56,7 @@ rpath=$([[ $kind == cuda ]] && echo "$(cat "$prefix/cuda-root")/lib64" || echo "
 cmake --preset "$preset" -B "$build" -DCMAKE_CXX_COMPILER="$cxx" -DKokkos_ROOT="$prefix" -DCMAKE_BUILD_RPATH="$rpath" \
   -DKEMBED_ENABLE_INSPECTOR=OFF >"$build.configure.log" 2>&1 || { tail -n 30 "$build.configure.log" >&2; exit 1; }
 log "building the device suite, the program and the benchmark"
-cmake --build "$build" -j"$(nproc)" --target kembed_tests_device kembed_cli kembed-device-bench \
+cmake --build "$build" -j"$(nproc)" --target kembed_device \
   >"$build.build.log" 2>&1 || { tail -n 40 "$build.build.log" >&2; exit 1; }
 
 log "running ctest -L device"

@@ -9,7 +9,7 @@
 #
 #   scripts/setup.sh [serial|openmp|all]     (default: all)
 #   scripts/setup.sh asan|fuzz               the sanitizer builds (CI)
-#   scripts/setup.sh cuda|hip                every target for a GPU, compiled and linked
+#   scripts/setup.sh cuda|hip                what runs on a GPU (target kembed_device), compiled and linked
 #                                            (build/cuda, build/hip; runs on a GPU node)
 #   scripts/setup.sh python                  the Python package (kembed, kembed.torch) with
 #                                            torch's CPU operators, into the venv
@@ -57,12 +57,14 @@ fi
 
 jobs=$(nproc)
 configure_and_build() {  # preset, extra cmake arguments...
-  local preset=$1
+  local preset=$1 target=()
   shift
-  log "configuring and building build/$preset"
+  # A device build compiles what runs on a device; host-only targets add nothing there.
+  [[ $preset == cuda || $preset == hip ]] && target=(--target kembed_device)
+  log "configuring and building build/$preset ${target[*]}"
   cmake --preset "$preset" "$@" >"$here/build/$preset.configure.log" 2>&1 \
     || { cat "$here/build/$preset.configure.log" >&2; exit 1; }
-  if ! cmake --build --preset "$preset" -j"$jobs" >"$here/build/$preset.build.log" 2>&1; then
+  if ! cmake --build --preset "$preset" -j"$jobs" "${target[@]}" >"$here/build/$preset.build.log" 2>&1; then
     tail -n 60 "$here/build/$preset.build.log" >&2
     log "build/$preset failed; the whole log is build/$preset.build.log"
     exit 1
