@@ -195,8 +195,8 @@ class Embedding {
     // A max bag call in mode identical on a host adds each (bag, column)'s one winning
     // term to its row (detail::backward_argmax): the fold's bits from B x d additions.
     // Asked-for plans run as asked.
-    path.argmax = call.argmax && path.mode == Mode::identical && !path.scaled &&
-                  config_.plan == Plan::automatic && detail::Tiles<ExecutionSpace>::host;
+    path.argmax = call.argmax && path.mode == Mode::identical && !path.scaled && config_.plan == Plan::automatic &&
+                  detail::Tiles<ExecutionSpace>::host;
     if (path.argmax) return path;
     // A call continuing its gradient in place on few of its rows folds only those
     // (the sort plan over the listed rows: the same sums, O(T) not O(V) per call).
@@ -530,8 +530,7 @@ class Embedding {
   // The checks every row-sparse call (new, continued or fused with a step) makes
   // before anything is written.
   template <class IdView>
-  void check_sparse_call(IdView const& ids, const_matrix_type const& dy,
-                         batch_counts_type const& batch_counts) const {
+  void check_sparse_call(IdView const& ids, const_matrix_type const& dy, batch_counts_type const& batch_counts) const {
     std::int64_t const t = ids.extent(0);
     if (t < 1) check_ids_shape(Shape{t});  // the message; a Shape allocates
     check_matrix("dy", dy, t, config_.embedding_dim, "ids.size(), embedding_dim");

@@ -351,12 +351,10 @@ class EmbeddingBag {
     detail::ScopedRegion region("kembed::bag_backward");
     auto const terms = terms_of(space, ids, bags, dy, batch_counts);
     if (cfg.scale_grad_by_freq == FreqScale::batch && t > 0) check_batch_covers(space, ids, batch_counts);
-    table_.fold_path(
-        space,
-        table_.path_for(space, CallShape{t, std::int64_t(dy.extent(0)), in_place, terms.scale.data() != nullptr,
-                                         config_.pooling == Pooling::max}),
-        ids,
-        terms, carry, grad, counts, FreqScale::none, batch_counts_type{});
+    table_.fold_path(space,
+                     table_.path_for(space, CallShape{t, std::int64_t(dy.extent(0)), in_place,
+                                                      terms.scale.data() != nullptr, config_.pooling == Pooling::max}),
+                     ids, terms, carry, grad, counts, FreqScale::none, batch_counts_type{});
   }
 
   // The checks every backward makes before anything is written.

@@ -166,16 +166,15 @@ void bag_forward_shaped(
   std::int64_t const pad = bags.padding;
   HostIsa const isa = Tiles<ExecutionSpace>::host ? host_isa() : HostIsa::baseline;
   if constexpr (HostShape) {  // a range of bags, not a league of one-thread teams: 7-9% at L = 1
-    Kokkos::parallel_for(
-        "kembed::bag_forward", Range<ExecutionSpace>(space, 0, bags.count()), [=](std::int64_t b) {
-          run_for(isa, [&] {
-            std::int64_t const begin = bounds(b), end = bounds(b + 1);
-            if (pooling == Pooling::max)
-              max_bag_host(b, begin, end, ids, weight, pad, &y(b, 0), won);
-            else
-              sum_bag_host(begin, end, ids, weight, w, pad, pooling, &y(b, 0));
-          });
-        });
+    Kokkos::parallel_for("kembed::bag_forward", Range<ExecutionSpace>(space, 0, bags.count()), [=](std::int64_t b) {
+      run_for(isa, [&] {
+        std::int64_t const begin = bounds(b), end = bounds(b + 1);
+        if (pooling == Pooling::max)
+          max_bag_host(b, begin, end, ids, weight, pad, &y(b, 0), won);
+        else
+          sum_bag_host(begin, end, ids, weight, w, pad, pooling, &y(b, 0));
+      });
+    });
   } else {
     using Policy = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
     int const lanes = Tiles<ExecutionSpace>::host ? 1 : 32;

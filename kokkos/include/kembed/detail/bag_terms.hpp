@@ -61,27 +61,25 @@ void backward_argmax(ExecutionSpace const& space, IdView const& ids, BagTerms<M>
   bool const in_place = carry.data() != nullptr && carry.data() == grad.data();
   bool const has_carry = carry.data() != nullptr;
   if (!in_place)
-    Kokkos::parallel_for(
-        "kembed::backward_argmax::start", Range<ExecutionSpace>(space, 0, v), [=](std::int64_t r) {
-          for (std::int64_t c = 0; c < d; ++c) grad(r, c) = has_carry && r != padding_idx ? carry(r, c) : 0.0f;
-        });
+    Kokkos::parallel_for("kembed::backward_argmax::start", Range<ExecutionSpace>(space, 0, v), [=](std::int64_t r) {
+      for (std::int64_t c = 0; c < d; ++c) grad(r, c) = has_carry && r != padding_idx ? carry(r, c) : 0.0f;
+    });
   else if (padding_idx >= 0)
     for (std::int64_t c = 0; c < d; ++c) grad(padding_idx, c) = 0.0f;
   constexpr std::int64_t block = 16;
   auto const won = terms.won;
   auto const dy = terms.dy;
-  Kokkos::parallel_for(
-      "kembed::backward_argmax::columns", Range<ExecutionSpace>(space, 0, (d + block - 1) / block),
-      [=](std::int64_t k) {
-        std::int64_t const c0 = k * block, n = d - c0 < block ? d - c0 : block;
-        for (std::int64_t b = 0; b < bags; ++b)
-          for (std::int64_t c = c0; c < c0 + n; ++c) {
-            std::int64_t const p = won(b, c);
-            if (p < 0) continue;  // an empty bag
-            std::int64_t const r = ids(p);
-            grad(r, c) = grad(r, c) + dy(b, c);
-          }
-      });
+  Kokkos::parallel_for("kembed::backward_argmax::columns", Range<ExecutionSpace>(space, 0, (d + block - 1) / block),
+                       [=](std::int64_t k) {
+                         std::int64_t const c0 = k * block, n = d - c0 < block ? d - c0 : block;
+                         for (std::int64_t b = 0; b < bags; ++b)
+                           for (std::int64_t c = c0; c < c0 + n; ++c) {
+                             std::int64_t const p = won(b, c);
+                             if (p < 0) continue;  // an empty bag
+                             std::int64_t const r = ids(p);
+                             grad(r, c) = grad(r, c) + dy(b, c);
+                           }
+                       });
 }
 
 // The bag of each position: bag(p) = b for p in [bounds(b), bounds(b + 1)).
