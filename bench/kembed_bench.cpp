@@ -292,8 +292,8 @@ int inputs(std::string const& dir, long long v, long long d, long long t) {
 
 // One bag batch from raw files (ids.i64, offsets.i64: B starts, dy.f32: B x d,
 // table.f32, weights.f32 with --weighted): the pooled forward and the backward into
-// buffers kept across calls, each beside a memcpy of the bytes its access pattern
-// must move, as one JSON line.
+// buffers kept across calls (max's backward taking the forward's argmax), each beside
+// a memcpy of the bytes its access pattern must move, as one JSON line.
 template <class Space>
 int bag_inputs(std::string const& dir, long long v, long long d, long long t, long long b, std::string const& pooling,
                bool weighted, kembed::Plan plan) {
@@ -323,12 +323,15 @@ int bag_inputs(std::string const& dir, long long v, long long d, long long t, lo
   Layer layer(space, v, d, kembed::FloatsRef(table_h.data(), kembed::Shape{v, d}), options);
   std::vector<float>().swap(table_h);
   auto const y = kembed::make_matrix(space, "y", b, d), grad = kembed::make_matrix(space, "grad", v, d);
+  // max: the forward records its argmax and the backward takes it, as torch's max_indices.
+  typename Layer::argmax_type const argmax =
+      options.pooling == kembed::Pooling::max ? typename Layer::argmax_type("argmax", b, d) : typename Layer::argmax_type();
   double const fwd = best_seconds([&] {
-    layer.forward(space, ids, offsets, y, weights);
+    layer.forward(space, ids, offsets, y, weights, argmax);
     space.fence();
   });
   double const bwd = best_seconds([&] {
-    layer.backward(space, ids, offsets, dy_m, grad, {}, {}, weights);
+    layer.backward(space, ids, offsets, dy_m, grad, {}, {}, weights, {}, argmax);
     space.fence();
   });
   // Forward: ids and each position's row read, y written; backward: ids and a dy row

@@ -631,6 +631,120 @@ TEST(EmbeddingBag, MaxAddsOnlyTheWinnersWithTheFoldsBits) {
   EXPECT_TRUE(same_bits(results[0], results[1])) << "in place";
 }
 
+// The forward's argmax handed to the backward: each value's position (the lowest of a
+// tie, -1 for a bag with none that counts), and every backward taking it gives the bits
+// of one that finds it again, on every plan, without the table; one that names no
+// position of its bag that counts is refused by name with nothing written.
+TEST(EmbeddingBag, TheForwardsArgmaxGivesTheBackwardTheSameBits) {
+  std::int64_t const v = 60, d = 19, bags = 150;
+  auto table = test::table_for(v, d);
+  for (std::int64_t r = 0; r < v; r += 7)  // ties across rows: the lowest position keeps them
+    for (std::int64_t c = 0; c < d; c += 3) table[std::size_t(r * d + c)] = 0.5f;
+  auto const call = random_call(v, bags, 12, 23);
+  auto const t = std::int64_t(call.ids.size());
+  auto const dy = dy_for(bags, d, 7);
+  using M = typename Layer::memory_space;
+  auto const dev = [](auto const& h) {
+    using T = typename std::decay_t<decltype(h)>::value_type;
+    return Kokkos::create_mirror_view_and_copy(
+        M(), Kokkos::View<T const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(h.data(), h.size()));
+  };
+  auto const host = [](auto const& view) {
+    auto const h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
+    return std::vector<std::remove_const_t<typename decltype(h)::value_type>>(h.data(), h.data() + h.size());
+  };
+  Space space;
+  typename Layer::ids64_type const ids(dev(call.ids));
+  auto const offsets = dev(call.offsets);
+  typename Layer::const_matrix_type const dy_d(
+      Kokkos::create_mirror_view_and_copy(M(), Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace,
+                                                            Kokkos::MemoryUnmanaged>(dy.data(), bags, d)));
+  BagOptions o;
+  o.pooling = Pooling::max;
+  o.embedding.padding_idx = 1;
+  Layer const layer(v, d, FloatsRef(table.data(), Shape{v, d}), o);
+  typename Layer::matrix_type y("y", bags, d);
+  typename Layer::argmax_type argmax("argmax", bags, d);
+  layer.forward(space, ids, offsets, y, {}, argmax);
+  IdsRef const ids_ref(call.ids), off_ref(call.offsets);
+  EXPECT_TRUE(same_bits(host(y), layer.forward(ids_ref, &off_ref)));
+  auto const won = host(argmax);
+  for (std::int64_t b = 0; b < bags; ++b) {  // the oracle: strictly greater, positions ascending
+    std::int64_t const end = b + 1 < bags ? call.offsets[std::size_t(b + 1)] : t;
+    for (std::int64_t c = 0; c < d; ++c) {
+      std::int64_t want = -1;
+      for (std::int64_t p = call.offsets[std::size_t(b)]; p < end; ++p) {
+        auto const r = call.ids[std::size_t(p)];
+        if (r != 1 && (want < 0 || table[std::size_t(r * d + c)] > table[std::size_t(call.ids[std::size_t(want)] * d + c)]))
+          want = p;
+      }
+      ASSERT_EQ(won[std::size_t(b * d + c)], want) << "bag " << b << " column " << c;
+    }
+  }
+  typename Layer::const_argmax_type const given = argmax;
+  auto dense = [&](Layer const& l, typename Layer::const_argmax_type const& a) {
+    typename Layer::matrix_type g("g", v, d);
+    l.backward(space, ids, offsets, dy_d, g, {}, {}, {}, {}, a);
+    return host(g);
+  };
+  auto const want = dense(layer, {});
+  EXPECT_TRUE(same_bits(dense(layer, given), want));
+  o.embedding.plan = Plan::sort;  // a fold reads the given argmax too
+  EXPECT_TRUE(same_bits(dense(Layer(v, d, FloatsRef(table.data(), Shape{v, d}), o), given), want));
+  o.embedding.plan = Plan::automatic;
+  auto const bare = Layer::backward_only(space, v, d, o);  // no table: the argmax is all max needs
+  EXPECT_TRUE(same_bits(dense(bare, given), want));
+  auto const sparse = layer.backward_sparse(space, ids, offsets, dy_d, {}, {}, {}, given);
+  auto const sparse_want = layer.backward_sparse(space, ids, offsets, dy_d);
+  EXPECT_EQ(host(sparse.rows), host(sparse_want.rows));
+  EXPECT_TRUE(same_bits(host(sparse.values), host(sparse_want.values)));
+  auto carry = layer.sparse_carry(space);
+  layer.backward_sparse(space, ids, offsets, dy_d, carry, {}, {}, given);
+  EXPECT_TRUE(same_bits(host(layer.listed(space, carry).values), host(sparse_want.values)));
+
+  // Refused by name, nothing written: a position outside its bag, -1 for a bag that
+  // has one, the padding row's position, the wrong shape, a mode without an argmax.
+  std::int64_t full = 0, padded = -1;  // a bag with a position that counts; the padding row's first position
+  while (won[std::size_t(full * d)] < 0) ++full;
+  for (std::int64_t p = 0; p < t && padded < 0; ++p)
+    if (call.ids[std::size_t(p)] == 1) padded = p;
+  ASSERT_GE(padded, 0);
+  typename Layer::matrix_type g("g", v, d);
+  Kokkos::deep_copy(g, 3.0f);
+  auto const refused = [&](std::vector<std::int64_t> const& bad, std::int64_t rows, Layer const& l) {
+    typename Layer::const_argmax_type const a(
+        Kokkos::create_mirror_view_and_copy(M(), Kokkos::View<std::int64_t const**, Kokkos::LayoutRight,
+                                                              Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                                                     bad.data(), rows, d)));
+    try {
+      l.backward(space, ids, offsets, dy_d, g, {}, {}, {}, {}, a);
+      ADD_FAILURE() << "a bad argmax was taken";
+    } catch (InvalidArgument const& e) {
+      EXPECT_EQ(e.argument(), "argmax") << e.what();
+    }
+    for (float x : host(g)) ASSERT_EQ(x, 3.0f) << "the gradient was written";
+  };
+  auto edit = [&](std::int64_t at, std::int64_t value) {
+    auto w = won;
+    w[std::size_t(at)] = value;
+    return w;
+  };
+  refused(edit(full * d, call.offsets[std::size_t(full)] - 1), bags, layer);
+  refused(edit(full * d + 1, -1), bags, layer);
+  refused(edit((std::upper_bound(call.offsets.begin(), call.offsets.end(), padded) - call.offsets.begin() - 1) * d,
+               padded),
+          bags, layer);
+  refused(std::vector<std::int64_t>(std::size_t((bags - 1) * d), -1), bags - 1, layer);
+  o.pooling = Pooling::sum;
+  refused(won, bags, Layer(v, d, FloatsRef(table.data(), Shape{v, d}), o));
+  try {
+    Layer(v, d, FloatsRef(table.data(), Shape{v, d}), o).forward(space, ids, offsets, y, {}, argmax);
+    ADD_FAILURE() << "sum recorded an argmax";
+  } catch (InvalidArgument const& e) {
+    EXPECT_EQ(e.argument(), "argmax") << e.what();
+  }
+}
+
 // over() works on the caller's table (max_norm writes it); backward_only() folds
 // without one, and refuses what needs the table by name.
 TEST(EmbeddingBag, OverTheCallersTableAndBackwardOnly) {

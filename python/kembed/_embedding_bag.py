@@ -58,30 +58,36 @@ class EmbeddingBag(_Table):
     include_last_offset = property(lambda self: self._settings["include_last_offset"])
     numerics = property(lambda self: self._settings["mode"], doc="kembed's numeric mode")
 
-    def forward(self, input, offsets=None, per_sample_weights=None, *, out=None):
+    def forward(self, input, offsets=None, per_sample_weights=None, *, out=None, argmax=None):
         """Each bag's rows pooled: a (B, embedding_dim) array. ``input`` is 1-D with
         ``offsets`` (where each bag starts) or 2-D (B, L) without; ``per_sample_weights``
         (the ids' shape) with mode "sum". With max_norm the referenced rows of the layer's
-        table are first renormalised, as torch does."""
-        return self._layer.forward(input, offsets, per_sample_weights, out)
+        table are first renormalised, as torch does. With mode "max", ``argmax`` (a (B,
+        embedding_dim) int64 array where the layer computes) receives each value's
+        position (-1 for a bag with none): hand it to ``backward`` to spare it the
+        search (torch's max_indices)."""
+        return self._layer.forward(input, offsets, per_sample_weights, out, argmax)
 
     __call__ = forward
 
-    def backward(self, input, offsets, dy, grad=None, *, per_sample_weights=None, batch_counts=None, out=None):
+    def backward(self, input, offsets, dy, grad=None, *, per_sample_weights=None, batch_counts=None, out=None,
+                 argmax=None):
         """The dense (V, d) gradient of ``forward`` for ``dy`` (B, d). A ``grad`` is carried
         (not modified): microbatches of whole bags, in order, reproduce the whole batch's
         gradient. ``out=grad`` continues it in place; ``batch_counts`` is for
-        scale_grad_by_freq='batch'."""
-        return self._layer.backward(input, offsets, dy, grad, per_sample_weights, batch_counts, out)
+        scale_grad_by_freq='batch'; ``argmax``, the forward's (mode "max", the same table,
+        ids and offsets), gives the same bits without reading the table."""
+        return self._layer.backward(input, offsets, dy, grad, per_sample_weights, batch_counts, out, argmax)
 
-    def backward_sparse(self, input, offsets, dy, grad=None, *, per_sample_weights=None, batch_counts=None):
+    def backward_sparse(self, input, offsets, dy, grad=None, *, per_sample_weights=None, batch_counts=None,
+                        argmax=None):
         """The gradient as a SparseGradient: the rows the bags (and a carried SparseGradient
         ``grad``) hold, each bit for bit that row of ``backward``'s result."""
         if grad is not None and not isinstance(grad, SparseGradient):
             raise TypeError(f"kembed: backward_sparse's grad must be a SparseGradient, got {type(grad).__name__}")
         rows, values, counts = self._layer.backward_sparse(
             input, offsets, dy, None if grad is None else grad.rows, None if grad is None else grad.values,
-            None if grad is None else grad.counts, per_sample_weights, batch_counts)
+            None if grad is None else grad.counts, per_sample_weights, batch_counts, argmax)
         return SparseGradient(rows, values, counts, self.num_embeddings, self.embedding_dim)
 
     def per_sample_weights_backward(self, input, offsets, dy):

@@ -327,13 +327,23 @@ class _BagSettings:
                           self.numerics, self.plan, _where(w, self.backend))
 
 
+def _bag_count(ids, offsets, include_last_offset):
+    """B, where the ids and offsets say it (else None: the layer names what is wrong)."""
+    if ids.dim() == 2:
+        return ids.shape[0]
+    if offsets is None or offsets.dim() != 1:
+        return None
+    return max(offsets.numel() - (1 if include_last_offset else 0), 0)
+
+
 def _host_offsets(offsets):
     return None if offsets is None else offsets.detach().cpu()
 
 
 def _bag_table_grad(ctx, s, grad_output, ids, offsets, psw):
-    """The table's gradient, carried on from weight.grad when accumulate='carry'."""
-    weight = ctx.weight
+    """The table's gradient, carried on from weight.grad when accumulate='carry'; max
+    takes its forward's argmax (the same bits as finding it again in the table)."""
+    weight, argmax = ctx.weight, ctx.argmax
     layer = s.layer(weight)
     carry = weight.grad if s.accumulate == "carry" else None
     if s.sparse:
@@ -342,38 +352,47 @@ def _bag_table_grad(ctx, s, grad_output, ids, offsets, psw):
         c = None if carry is None else carry.coalesce()
         rows, values, _ = layer.backward_sparse(
             ids, offsets, grad_output, None if c is None else c.indices()[0].cpu(),
-            None if c is None else c.values().detach().cpu(), None, psw, None)
+            None if c is None else c.values().detach().cpu(), None, psw, None, argmax)
         device = grad_output.device
         return _sparse_grad(torch.from_numpy(rows).to(device), torch.from_numpy(values).to(device), weight.shape)
     if carry is not None and carry.is_sparse:
         carry = carry.to_dense()
     if carry is not None and carry.dtype == torch.float32 and carry.is_contiguous():
         c = carry.detach()  # in place: the fold continues in .grad itself
-        layer.backward(ids, offsets, grad_output, c, psw, None, c)
+        layer.backward(ids, offsets, grad_output, c, psw, None, c, argmax)
         return carry
     return _tensor(layer.backward(ids, offsets, grad_output, None if carry is None else carry.detach(), psw,
-                                  None, None))
+                                  None, None, argmax))
 
 
 class _Bags(torch.autograd.Function):
     """The bag module's autograd node: kembed's pooled forward, kembed's fold backward,
-    and the gradient of per_sample_weights."""
+    and the gradient of per_sample_weights. Its second output is max's argmax (each
+    value's position, torch's max_indices), which the backward takes instead of
+    finding it again; empty for the other modes."""
 
     @staticmethod
     def forward(weight, ids, offsets, per_sample_weights, settings):
         psw = None if per_sample_weights is None else per_sample_weights.detach()
         layer = settings.layer(weight, renorm=settings.max_norm is not None)
-        return _tensor(layer.forward(ids.detach(), _host_offsets(offsets), psw, None))
+        bags = _bag_count(ids, offsets, settings.include_last_offset) if settings.mode == "max" else None
+        argmax = torch.empty((0,) if bags is None else (bags, weight.shape[1]), dtype=torch.int64,
+                             device=weight.device)
+        y = _tensor(layer.forward(ids.detach(), _host_offsets(offsets), psw, None, None if bags is None else argmax))
+        return y, argmax
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         weight, ids, offsets, per_sample_weights, settings = inputs
+        argmax = output[1]
+        ctx.mark_non_differentiable(argmax)
         ctx.save_for_backward(ids, offsets, per_sample_weights)
         ctx.settings, ctx.weight = settings, weight
+        ctx.argmax = argmax if argmax.dim() == 2 else None
         ctx.version = weight._version  # max's backward reads the table: it must not change first
 
     @staticmethod
-    def backward(ctx, grad_output):
+    def backward(ctx, grad_output, _grad_argmax):
         ids, offsets, psw = ctx.saved_tensors
         s, weight = ctx.settings, ctx.weight
         if s.mode == "max" or ctx.needs_input_grad[3]:
@@ -440,7 +459,7 @@ class EmbeddingBag(torch.nn.Module):
         if input.is_floating_point() or input.dtype == torch.bool:
             raise TypeError(f"kembed: input must hold integers, got {input.dtype}; a float id is refused "
                             "rather than truncated")
-        return _Bags.apply(self.weight, input, offsets, per_sample_weights, self._settings)
+        return _Bags.apply(self.weight, input, offsets, per_sample_weights, self._settings)[0]
 
     def extra_repr(self):
         return f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}{_repr_options(self)}, " \

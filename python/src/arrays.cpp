@@ -233,24 +233,39 @@ std::vector<std::int64_t> take_int64s(AnyArray const& a, char const* name) {
   return widen(a, std::numeric_limits<std::int64_t>::max(), name);
 }
 
-float* take_out(nb::ndarray<> const& a, std::vector<std::int64_t> const& shape, char const* name, Place const& layer) {
+namespace {
+// An array written or read in place: in the layer's memory, `shape`, C order; the
+// dtype is the caller's to check.
+void* take_in_place(nb::ndarray<> const& a, std::vector<std::int64_t> const& shape, char const* name,
+                    Place const& layer) {
   AnyArray const view(a);
   bool const here = layer.device_type() == dlpack_cpu ? on_cpu(view) : view.device_type() == layer.device_type();
   if (!here) {
     require_place(view, name, &layer);  // a device array for a host layer
     throw nb::type_error(("kembed: " + std::string(name) + " must be on the layer's device (" + layer.backend() +
-                          "): the result is written there")
+                          "): it is written or read in place")
                              .c_str());
   }
-  auto const t = a.dtype();
-  if (!is_float32(t))
-    throw nb::type_error(("kembed: " + std::string(name) + " must be float32, got " + dtype_name(t)).c_str());
   if (shape_of(view) != shape)
     throw InvalidArgument(name, std::string(name) + " has shape " + Shape(shape_of(view)).str() + ", want " +
                                     Shape(shape).str());
   if (!c_contiguous(view))
-    throw InvalidArgument(name, std::string(name) + " must be C-contiguous: the result is written into it");
-  return static_cast<float*>(a.data());
+    throw InvalidArgument(name, std::string(name) + " must be C-contiguous: it is written or read in place");
+  return a.data();
+}
+}  // namespace
+
+std::int64_t* take_int64_in_place(nb::ndarray<> const& a, std::vector<std::int64_t> const& shape, char const* name,
+                                  Place const& layer) {
+  if (!is_int(a.dtype(), 64))
+    throw nb::type_error(("kembed: " + std::string(name) + " must be int64, got " + dtype_name(a.dtype())).c_str());
+  return static_cast<std::int64_t*>(take_in_place(a, shape, name, layer));
+}
+
+float* take_out(nb::ndarray<> const& a, std::vector<std::int64_t> const& shape, char const* name, Place const& layer) {
+  if (!is_float32(a.dtype()))
+    throw nb::type_error(("kembed: " + std::string(name) + " must be float32, got " + dtype_name(a.dtype())).c_str());
+  return static_cast<float*>(take_in_place(a, shape, name, layer));
 }
 
 long input_copies() { return copies.load(); }

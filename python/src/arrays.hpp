@@ -44,6 +44,10 @@ std::vector<std::int64_t> take_int64s(AnyArray const& a, char const* name);
 // An `out=` array: writable, C-order float32 of exactly `shape`, in the layer's memory;
 // else TypeError or ValueError (never converted: the result would go to a copy).
 float* take_out(nb::ndarray<> const& a, std::vector<std::int64_t> const& shape, char const* name, Place const& layer);
+// An int64 array used in place (max's argmax: written by a forward, read by a
+// backward): C order, exactly `shape`, in the layer's memory.
+std::int64_t* take_int64_in_place(nb::ndarray<> const& a, std::vector<std::int64_t> const& shape, char const* name,
+                                  Place const& layer);
 // The layer's device type, if the array is somewhere else: TypeError naming both.
 void require_place(AnyArray const& a, char const* name, Place const* layer);
 // How many inputs were copied since the module loaded.

@@ -39,14 +39,16 @@ class BagLayerOn final : public PlaceOn<Space, BagLayer> {
   BagConfig const& config() const override { return layer_.config(); }
 
   void forward(BagCall const& call, float* y) const override {
-    layer_.forward(space_, ids_of(call), offsets_of(call), Matrix(y, call.count(), d()), weights_of(call));
+    layer_.forward(space_, ids_of(call), offsets_of(call), Matrix(y, call.count(), d()), weights_of(call),
+                   argmax_of(call));
     space_.fence();
   }
   void backward(BagCall const& call, float const* dy, float const* carry, float* grad,
                 std::int64_t const* batch_counts) const override {
     auto const v = layer_.num_embeddings();
     layer_.backward(space_, ids_of(call), offsets_of(call), ConstMatrix(dy, call.count(), d()), Matrix(grad, v, d()),
-                    carry ? ConstMatrix(carry, v, d()) : ConstMatrix(), {}, weights_of(call), counts_of(batch_counts));
+                    carry ? ConstMatrix(carry, v, d()) : ConstMatrix(), {}, weights_of(call), counts_of(batch_counts),
+                    argmax_of(call));
     space_.fence();
   }
   SparseGradient backward_sparse(BagCall const& call, float const* dy, SparseGradient const* carry,
@@ -55,7 +57,7 @@ class BagLayerOn final : public PlaceOn<Space, BagLayer> {
     if (carry) check_sparse("grad", *carry, v, d());
     auto const from = carry ? Layer::embedding_type::upload_sparse(space_, *carry) : typename Layer::sparse_type{};
     auto const g = layer_.backward_sparse(space_, ids_of(call), offsets_of(call), ConstMatrix(dy, call.count(), d()),
-                                          from, weights_of(call), counts_of(batch_counts));
+                                          from, weights_of(call), counts_of(batch_counts), argmax_of(call));
     return Layer::embedding_type::to_host(space_, g, v);
   }
   void weights_backward(BagCall const& call, float const* dy, float* out) const override {
@@ -97,6 +99,11 @@ class BagLayerOn final : public PlaceOn<Space, BagLayer> {
     auto const n = call.count() + (layer_.config().include_last_offset ? 1 : 0);
     Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Unmanaged> const host(call.bounds->data(), n);
     return Kokkos::create_mirror_view_and_copy(Memory(), host);
+  }
+  Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Memory, Unmanaged> argmax_of(BagCall const& call) const {
+    return call.argmax ? Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Memory, Unmanaged>(call.argmax, call.count(),
+                                                                                            d())
+                       : Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Memory, Unmanaged>();
   }
   typename Layer::weights_type weights_of(BagCall const& call) const {
     return call.weights ? Floats(call.weights, call.ids.size) : Floats();

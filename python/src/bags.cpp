@@ -28,7 +28,8 @@ struct BagIn {
   IdsIn ids;
   std::vector<std::int64_t> bounds;
   FloatsIn weights;
-  BagCall call() const { return BagCall{ids.ids, &bounds, weights.data}; }
+  std::int64_t* argmax = nullptr;
+  BagCall call() const { return BagCall{ids.ids, &bounds, weights.data, argmax}; }
   std::int64_t count() const { return std::int64_t(bounds.size()) - 1; }
 };
 
@@ -47,6 +48,11 @@ BagIn take_bag(PyBagLayer const& self, AnyArray const& ids, std::optional<AnyArr
                                                       ", want the ids' shape " + Shape(in.ids.shape).str());
   }
   return in;
+}
+
+// max's argmax, (B, d) int64 in the layer's memory, where given.
+void take_argmax(PyBagLayer const& self, std::optional<nb::ndarray<>> const& argmax, BagIn& bag) {
+  if (argmax) bag.argmax = take_int64_in_place(*argmax, {bag.count(), self.d()}, "argmax", *self.layer);
 }
 
 FloatsIn take_dy(PyBagLayer const& self, AnyArray const& dy, BagIn const& bag) {
@@ -69,8 +75,10 @@ PyBagLayer make(std::string const& backend, std::int64_t v, std::int64_t d, std:
 }
 
 nb::object forward(PyBagLayer const& self, AnyArray const& ids, std::optional<AnyArray> const& offsets,
-                   std::optional<AnyArray> const& weights, std::optional<nb::ndarray<>> const& out) {
-  auto const bag = take_bag(self, ids, offsets, weights);
+                   std::optional<AnyArray> const& weights, std::optional<nb::ndarray<>> const& out,
+                   std::optional<nb::ndarray<>> const& argmax) {
+  auto bag = take_bag(self, ids, offsets, weights);
+  take_argmax(self, argmax, bag);
   std::vector<std::int64_t> const shape{bag.count(), self.d()};
   Buffer fresh;
   float* y = out ? take_out(*out, shape, "out", *self.layer)
@@ -85,8 +93,9 @@ nb::object forward(PyBagLayer const& self, AnyArray const& ids, std::optional<An
 nb::object backward(PyBagLayer const& self, AnyArray const& ids, std::optional<AnyArray> const& offsets,
                     AnyArray const& dy_array, std::optional<AnyArray> const& carry_array,
                     std::optional<AnyArray> const& weights, std::optional<AnyArray> const& batch,
-                    std::optional<nb::ndarray<>> const& out) {
-  auto const bag = take_bag(self, ids, offsets, weights);
+                    std::optional<nb::ndarray<>> const& out, std::optional<nb::ndarray<>> const& argmax) {
+  auto bag = take_bag(self, ids, offsets, weights);
+  take_argmax(self, argmax, bag);
   auto const dy = take_dy(self, dy_array, bag);
   auto const carry = dense_carry_in(*self.layer, self.v(), self.d(), carry_array);
   std::vector<std::int64_t> batch_host;
@@ -105,8 +114,10 @@ nb::object backward(PyBagLayer const& self, AnyArray const& ids, std::optional<A
 nb::object backward_sparse(PyBagLayer const& self, AnyArray const& ids, std::optional<AnyArray> const& offsets,
                            AnyArray const& dy_array, std::optional<AnyArray> const& rows,
                            std::optional<AnyArray> const& values, std::optional<AnyArray> const& counts,
-                           std::optional<AnyArray> const& weights, std::optional<AnyArray> const& batch) {
-  auto const bag = take_bag(self, ids, offsets, weights);
+                           std::optional<AnyArray> const& weights, std::optional<AnyArray> const& batch,
+                           std::optional<nb::ndarray<>> const& argmax) {
+  auto bag = take_bag(self, ids, offsets, weights);
+  take_argmax(self, argmax, bag);
   auto const dy = take_dy(self, dy_array, bag);
   auto const carry = sparse_carry_in(self.v(), self.d(), rows, values, counts);
   std::vector<std::int64_t> batch_host;
@@ -146,11 +157,12 @@ void bind_bags(nb::module_& m) {
       .def(nb::new_(&make), "backend"_a, "num_embeddings"_a, "embedding_dim"_a, "weight"_a.none(), "borrowed"_a,
            "pooling"_a, "include_last_offset"_a, "padding_idx"_a.none(), "plan"_a, "mode"_a, "max_norm"_a.none(),
            "norm_type"_a, "scale_grad_by_freq"_a, "sparse"_a)
-      .def("forward", &forward, "ids"_a, "offsets"_a.none(), "per_sample_weights"_a.none(), "out"_a.none())
+      .def("forward", &forward, "ids"_a, "offsets"_a.none(), "per_sample_weights"_a.none(), "out"_a.none(),
+           "argmax"_a.none() = nb::none())
       .def("backward", &backward, "ids"_a, "offsets"_a.none(), "dy"_a, "grad"_a.none(), "per_sample_weights"_a.none(),
-           "batch_counts"_a.none(), "out"_a.none())
+           "batch_counts"_a.none(), "out"_a.none(), "argmax"_a.none() = nb::none())
       .def("backward_sparse", &backward_sparse, "ids"_a, "offsets"_a.none(), "dy"_a, "rows"_a.none(), "values"_a.none(),
-           "counts"_a.none(), "per_sample_weights"_a.none(), "batch_counts"_a.none())
+           "counts"_a.none(), "per_sample_weights"_a.none(), "batch_counts"_a.none(), "argmax"_a.none() = nb::none())
       .def("per_sample_weights_backward", &weights_backward, "ids"_a, "offsets"_a.none(), "dy"_a)
       .def("weight", &weight_of<PyBagLayer>)
       .def("set_weight", &set_weight_of<PyBagLayer>, "weight"_a)

@@ -74,6 +74,7 @@ struct BagCall {
   Ids ids;
   std::vector<std::int64_t> const* bounds = nullptr;
   float const* weights = nullptr;
+  std::int64_t* argmax = nullptr;  // max's (B, d) in the layer's memory: forward writes it, a backward reads it
   std::int64_t count() const { return std::int64_t(bounds->size()) - 1; }
 };
 

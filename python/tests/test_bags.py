@@ -90,6 +90,43 @@ def test_the_module_is_the_numpy_layers_bits(mode, sparse):
     assert bits(rows.rows) == bits(np.unique(ids.numpy()))
 
 
+def test_max_hands_its_forwards_argmax_to_the_backward_with_the_same_bits():
+    ids, offsets, _, dy = bag_data(seed=5)
+    torch.manual_seed(0)
+    table = torch.randn(64, 8).numpy()
+    layer = kembed.EmbeddingBag.from_pretrained(table, mode="max", padding_idx=2)
+    i, o, g = ids.numpy(), offsets.numpy(), dy.numpy()
+    argmax = np.empty((len(o), 8), np.int64)
+    y = layer(i, o, argmax=argmax)
+    assert bits(y) == bits(layer(i, o))
+    rows = np.where(argmax >= 0, i[np.maximum(argmax, 0)], -1)  # each value is its winner's
+    assert bits(np.where(argmax >= 0, table[np.maximum(rows, 0), np.arange(8)], 0.0).astype(np.float32)) == bits(y)
+    want = layer.backward(i, o, g)
+    assert bits(layer.backward(i, o, g, argmax=argmax)) == bits(want)
+    assert bits(layer.backward_sparse(i, o, g, argmax=argmax).to_dense()) == bits(want)
+    # the module keeps its forward's argmax for its backward: the numpy layer's bits
+    mine = kt.EmbeddingBag.from_pretrained(torch.from_numpy(table), freeze=False, mode="max", padding_idx=2)
+    mine(ids, offsets).backward(dy)
+    assert t(mine.weight.grad) == bits(want)
+    grid = ids[:60].reshape(12, 5)
+    mine.weight.grad = None
+    mine(grid).backward(dy[:12])
+    assert t(mine.weight.grad) == bits(layer.backward(grid.numpy(), None, g[:12]))
+    # refused by name, nothing written
+    out = np.full((64, 8), 3.0, np.float32)
+    bad = argmax.copy()
+    bad[np.argmax(argmax[:, 0] >= 0), 0] = len(i)
+    with pytest.raises(ValueError, match="argmax"):
+        layer.backward(i, o, g, out=out, argmax=bad)
+    with pytest.raises(ValueError, match="argmax"):
+        layer.backward(i, o, g, out=out, argmax=argmax[1:])
+    with pytest.raises(TypeError, match="int64"):
+        layer.backward(i, o, g, out=out, argmax=argmax.astype(np.int32))
+    assert bits(out) == bits(np.full((64, 8), 3.0, np.float32))
+    with pytest.raises(ValueError, match="mode 'max'"):
+        kembed.EmbeddingBag.from_pretrained(table, mode="sum")(i, o, argmax=argmax)
+
+
 def test_the_weights_gradient_flows_to_per_sample_weights():
     ids, offsets, w, dy = bag_data(seed=4)
     mine = kt.EmbeddingBag(64, 8, mode="sum", padding_idx=1)

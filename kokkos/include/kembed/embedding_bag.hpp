@@ -27,6 +27,11 @@ class EmbeddingBag {
   using sparse_carry_type = typename embedding_type::sparse_carry_type;
   using offsets_type = Kokkos::View<std::int64_t const*, memory_space>;
   using weights_type = Kokkos::View<float const*, memory_space>;
+  // max's argmax, (B, d): each value's position, -1 for a bag with no position that
+  // counts. The forward records it; the backward may take it instead of finding it
+  // again (torch's max_indices).
+  using argmax_type = Kokkos::View<std::int64_t**, Kokkos::LayoutRight, memory_space>;
+  using const_argmax_type = Kokkos::View<std::int64_t const**, Kokkos::LayoutRight, memory_space>;
 
   // torch.nn.EmbeddingBag(num_embeddings, embedding_dim, ..., _weight): the table is
   // required and copied, as Embedding's.
@@ -97,14 +102,15 @@ class EmbeddingBag {
     return y;
   }
   // Views in this space's memory: 1-D ids, offsets as torch's (B entries, or B + 1
-  // with include_last_offset), weights empty or T long, y (B, d).
+  // with include_last_offset), weights empty or T long, y (B, d); with max, `argmax`
+  // (B, d), where given, receives each value's position for the backward.
   void forward(ExecutionSpace const& space, ids32_type const& ids, offsets_type const& offsets, matrix_type const& y,
-               weights_type const& per_sample_weights = {}) const {
-    forward_impl(space, ids, views_of(ids.extent(0), offsets, per_sample_weights), y);
+               weights_type const& per_sample_weights = {}, argmax_type const& argmax = {}) const {
+    forward_impl(space, ids, views_of(ids.extent(0), offsets, per_sample_weights), y, argmax);
   }
   void forward(ExecutionSpace const& space, ids64_type const& ids, offsets_type const& offsets, matrix_type const& y,
-               weights_type const& per_sample_weights = {}) const {
-    forward_impl(space, ids, views_of(ids.extent(0), offsets, per_sample_weights), y);
+               weights_type const& per_sample_weights = {}, argmax_type const& argmax = {}) const {
+    forward_impl(space, ids, views_of(ids.extent(0), offsets, per_sample_weights), y, argmax);
   }
 
   // ---- backward: the table's dense (V, d) gradient ---------------------------
@@ -140,20 +146,23 @@ class EmbeddingBag {
     return out;
   }
   // Views: 1-D ids, offsets as forward's, dy (B, d); `grad` may be `carry` itself to
-  // continue in place. Empty views mean none.
+  // continue in place. Empty views mean none. With max, `argmax` (the forward's, for
+  // this table, these ids and offsets) spares finding it again, the table's T x d
+  // reads: it is checked to name a position of each bag that counts, not to be the
+  // maximum (as torch trusts its max_indices).
   void backward(ExecutionSpace const& space, ids64_type const& ids, offsets_type const& offsets,
                 const_matrix_type const& dy, matrix_type const& grad, const_matrix_type const& carry = {},
                 counts_type const& counts = {}, weights_type const& per_sample_weights = {},
-                batch_counts_type const& batch_counts = {}) const {
+                batch_counts_type const& batch_counts = {}, const_argmax_type const& argmax = {}) const {
     backward_impl(space, ids, views_of(ids.extent(0), offsets, per_sample_weights), dy, grad, carry, counts,
-                  batch_counts);
+                  batch_counts, argmax);
   }
   void backward(ExecutionSpace const& space, ids32_type const& ids, offsets_type const& offsets,
                 const_matrix_type const& dy, matrix_type const& grad, const_matrix_type const& carry = {},
                 counts_type const& counts = {}, weights_type const& per_sample_weights = {},
-                batch_counts_type const& batch_counts = {}) const {
+                batch_counts_type const& batch_counts = {}, const_argmax_type const& argmax = {}) const {
     backward_impl(space, ids, views_of(ids.extent(0), offsets, per_sample_weights), dy, grad, carry, counts,
-                  batch_counts);
+                  batch_counts, argmax);
   }
 
   // ---- backward_sparse: the rows the bags reference (and the carry's) ----------
@@ -175,17 +184,17 @@ class EmbeddingBag {
     auto const batch_d = table_.upload_batch_counts(batch_counts);
     SparseGradient out;
     with_ids64(ids, [&](ids64_type const& device_ids) {
-      out = embedding_type::to_host(space_, backward_sparse_impl(space_, device_ids, views, dy_d, carry_d, batch_d), v);
+      out = embedding_type::to_host(space_, backward_sparse_impl(space_, device_ids, views, dy_d, carry_d, batch_d, {}), v);
     });
     return out;
   }
   // Views: a new sparse gradient (the carry's views unchanged; empty means none).
   sparse_type backward_sparse(ExecutionSpace const& space, ids64_type const& ids, offsets_type const& offsets,
                               const_matrix_type const& dy, sparse_type const& carry = {},
-                              weights_type const& per_sample_weights = {},
-                              batch_counts_type const& batch_counts = {}) const {
+                              weights_type const& per_sample_weights = {}, batch_counts_type const& batch_counts = {},
+                              const_argmax_type const& argmax = {}) const {
     return backward_sparse_impl(space, ids, views_of(ids.extent(0), offsets, per_sample_weights), dy, carry,
-                                batch_counts);
+                                batch_counts, argmax);
   }
   // Continued in place (the batch job's --sparse): `carry` from sparse_carry(), as
   // Embedding's; on an error nothing changes.
@@ -195,9 +204,10 @@ class EmbeddingBag {
   }
   void backward_sparse(ExecutionSpace const& space, ids64_type const& ids, offsets_type const& offsets,
                        const_matrix_type const& dy, sparse_carry_type& carry,
-                       weights_type const& per_sample_weights = {}, batch_counts_type const& batch_counts = {}) const {
+                       weights_type const& per_sample_weights = {}, batch_counts_type const& batch_counts = {},
+                       const_argmax_type const& argmax = {}) const {
     backward_sparse_carry_impl(space, ids, views_of(ids.extent(0), offsets, per_sample_weights), dy, carry,
-                               batch_counts);
+                               batch_counts, argmax);
   }
 
   // ---- a bag call as positions ------------------------------------------------
@@ -318,16 +328,37 @@ class EmbeddingBag {
   }
 
   template <class IdView>
-  void forward_impl(ExecutionSpace const& space, IdView const& ids, views_type const& bags,
-                    matrix_type const& y) const {
-    if (std::int64_t(y.extent(0)) != bags.count() || std::int64_t(y.extent(1)) != embedding_dim())
-      throw InvalidArgument("y", "y has shape (" + std::to_string(y.extent(0)) + ", " + std::to_string(y.extent(1)) +
-                                     "), want (" + std::to_string(bags.count()) + ", " +
-                                     std::to_string(embedding_dim()) + ") (bags, embedding_dim)");
+  void forward_impl(ExecutionSpace const& space, IdView const& ids, views_type const& bags, matrix_type const& y,
+                    argmax_type const& argmax = {}) const {
+    embedding_type::check_matrix("y", y, bags.count(), embedding_dim(), "bags, embedding_dim");
+    if (argmax.data()) check_argmax_shape(argmax, bags);
     table_.require_table();
     table_.renormalise(space, ids);
     detail::ScopedRegion region("kembed::bag_forward");
-    detail::bag_forward(space, ids, bags, table_.weight(), y);  // checks the ids first
+    detail::bag_forward(space, ids, bags, table_.weight(), y, argmax);  // checks the ids first
+  }
+
+  // An argmax is max's, (B, d).
+  template <class View>
+  void check_argmax_shape(View const& argmax, views_type const& bags) const {
+    if (config_.pooling != Pooling::max)
+      throw InvalidArgument("argmax", "only mode 'max' has an argmax; this layer's mode is '" +
+                                          std::string(to_string(config_.pooling)) + "'");
+    embedding_type::check_matrix("argmax", argmax, bags.count(), embedding_dim(), "bags, embedding_dim");
+  }
+  // A given argmax names, in each column of each bag, a position of that bag that
+  // counts (not the padding row's), or -1 where the bag has none.
+  template <class IdView>
+  void check_argmax(ExecutionSpace const& space, IdView const& ids, views_type const& bags,
+                    const_argmax_type const& argmax) const {
+    check_argmax_shape(argmax, bags);
+    auto const bad = detail::first_bad_argmax(space, ids, bags, argmax);
+    if (bad < 0) return;
+    auto const b = bad / embedding_dim(), c = bad % embedding_dim();
+    throw InvalidArgument("argmax", "argmax(" + std::to_string(b) + ", " + std::to_string(c) +
+                                        ") does not name a position of bag " + std::to_string(b) +
+                                        " that counts (or -1 for a bag with none): pass the argmax the forward "
+                                        "recorded for these ids and offsets");
   }
 
   // Checks everything before anything is written, then folds the bag's terms
@@ -335,7 +366,8 @@ class EmbeddingBag {
   template <class IdView>
   void backward_impl(ExecutionSpace const& space, IdView const& ids, views_type const& bags,
                      const_matrix_type const& dy, matrix_type const& grad, const_matrix_type const& carry,
-                     counts_type const& counts, batch_counts_type const& batch_counts) const {
+                     counts_type const& counts, batch_counts_type const& batch_counts,
+                     const_argmax_type const& argmax = {}) const {
     auto const& cfg = config_.embedding;
     auto const v = cfg.num_embeddings, d = cfg.embedding_dim;
     std::int64_t const t = ids.extent(0);
@@ -345,11 +377,11 @@ class EmbeddingBag {
     if (counts.data() && std::int64_t(counts.extent(0)) != v)
       throw InvalidArgument("counts", "counts has " + std::to_string(counts.extent(0)) + " entries, want " +
                                           std::to_string(v) + " (num_embeddings)");
-    check_backward(space, ids, bags, dy, batch_counts);
+    check_backward(space, ids, bags, dy, batch_counts, argmax);
     if (carry.data() && !in_place) detail::check_finite(space, carry, "carry", "row");
     detail::check_finite(space, dy, "dy", "bag");  // B rows: checked first, so the fold need not report
     detail::ScopedRegion region("kembed::bag_backward");
-    auto const terms = terms_of(space, ids, bags, dy, batch_counts);
+    auto const terms = terms_of(space, ids, bags, dy, batch_counts, true, argmax);
     if (cfg.scale_grad_by_freq == FreqScale::batch && t > 0) check_batch_covers(space, ids, batch_counts);
     table_.fold_path(space,
                      table_.path_for(space, CallShape{t, std::int64_t(dy.extent(0)), in_place,
@@ -360,31 +392,34 @@ class EmbeddingBag {
   // The checks every backward makes before anything is written.
   template <class IdView>
   void check_backward(ExecutionSpace const& space, IdView const& ids, views_type const& bags,
-                      const_matrix_type const& dy, batch_counts_type const& batch_counts) const {
+                      const_matrix_type const& dy, batch_counts_type const& batch_counts,
+                      const_argmax_type const& argmax) const {
     table_.check_batch_counts_view(batch_counts);
-    check_terms_inputs(space, ids, bags, dy);
+    check_terms_inputs(space, ids, bags, dy, argmax);
   }
   // What forming the terms reads: dy's shape, the table for max, the ids.
   template <class IdView>
   void check_terms_inputs(ExecutionSpace const& space, IdView const& ids, views_type const& bags,
-                          const_matrix_type const& dy) const {
+                          const_matrix_type const& dy, const_argmax_type const& argmax = {}) const {
     embedding_type::check_matrix("dy", dy, bags.count(), embedding_dim(), "bags, embedding_dim");
-    if (config_.pooling == Pooling::max) table_.require_table();
+    if (argmax.data()) check_argmax_shape(argmax, bags);
+    if (config_.pooling == Pooling::max && !argmax.data()) table_.require_table();  // max finds its argmax
     detail::check_ids(space, ids, num_embeddings());
+    if (argmax.data()) check_argmax(space, ids, bags, argmax);  // reads the ids: after their check
   }
 
   template <class IdView>
   sparse_type backward_sparse_impl(ExecutionSpace const& space, IdView const& ids, views_type const& bags,
                                    const_matrix_type const& dy, sparse_type const& carry,
-                                   batch_counts_type const& batch_counts) const {
+                                   batch_counts_type const& batch_counts, const_argmax_type const& argmax) const {
     auto const& cfg = config_.embedding;
-    check_backward(space, ids, bags, dy, batch_counts);
+    check_backward(space, ids, bags, dy, batch_counts, argmax);
     if (carry.values.data() != nullptr || carry.rows.data() != nullptr)
       detail::check_sparse_rows(space, carry, cfg.num_embeddings, cfg.embedding_dim, "carry");
     detail::check_finite(space, dy, "dy", "bag");
     detail::ScopedRegion region(cfg.mode == Mode::deterministic ? "kembed::bag_backward_sparse[deterministic]"
                                                                 : "kembed::bag_backward_sparse[identical]");
-    auto const terms = terms_of(space, ids, bags, dy, batch_counts);
+    auto const terms = terms_of(space, ids, bags, dy, batch_counts, true, argmax);
     if (cfg.scale_grad_by_freq == FreqScale::batch && ids.extent(0) > 0) check_batch_covers(space, ids, batch_counts);
     return detail::backward_sparse(space, ids, terms, carry, batch_counts_type{}, cfg.num_embeddings, cfg.padding_idx,
                                    cfg.mode, FreqScale::none, host_isa())
@@ -394,9 +429,9 @@ class EmbeddingBag {
   template <class IdView>
   void backward_sparse_carry_impl(ExecutionSpace const& space, IdView const& ids, views_type const& bags,
                                   const_matrix_type const& dy, sparse_carry_type& carry,
-                                  batch_counts_type const& batch_counts) const {
+                                  batch_counts_type const& batch_counts, const_argmax_type const& argmax) const {
     auto const& cfg = config_.embedding;
-    check_backward(space, ids, bags, dy, batch_counts);
+    check_backward(space, ids, bags, dy, batch_counts, argmax);
     if (std::int64_t(carry.slot_of.extent(0)) != cfg.num_embeddings ||
         std::int64_t(carry.values.extent(1)) != cfg.embedding_dim)
       throw InvalidArgument("carry", "the sparse carry was made for another shape than (" +
@@ -405,7 +440,7 @@ class EmbeddingBag {
     detail::check_finite(space, dy, "dy", "bag");  // folded in place: checked first
     detail::ScopedRegion region(cfg.mode == Mode::deterministic ? "kembed::bag_backward_sparse[deterministic,carry]"
                                                                 : "kembed::bag_backward_sparse[identical,carry]");
-    auto const terms = terms_of(space, ids, bags, dy, batch_counts);
+    auto const terms = terms_of(space, ids, bags, dy, batch_counts, true, argmax);
     if (cfg.scale_grad_by_freq == FreqScale::batch && ids.extent(0) > 0) check_batch_covers(space, ids, batch_counts);
     detail::backward_sparse_carry(space, ids, terms, carry, batch_counts_type{}, cfg.num_embeddings, cfg.padding_idx,
                                   cfg.mode, FreqScale::none, host_isa(), false);
@@ -435,19 +470,22 @@ class EmbeddingBag {
     detail::bag_weights_grad(space, ids, bag, config_.embedding.padding_idx, table_.weight(), dy, out);
   }
 
-  // The bag's terms: each position's bag, max's argmax, each position's factor.
-  // `row_counts` false: the factors leave out scale_grad_by_freq (position_terms).
+  // The bag's terms: each position's bag, max's argmax (the given one, else found),
+  // each position's factor. `row_counts` false: the factors leave out
+  // scale_grad_by_freq (position_terms).
   template <class IdView>
   detail::BagTerms<memory_space> terms_of(ExecutionSpace const& space, IdView const& ids, views_type const& bags,
                                           const_matrix_type const& dy, batch_counts_type const& batch_counts,
-                                          bool row_counts = true) const {
+                                          bool row_counts = true, const_argmax_type const& argmax = {}) const {
     auto const& cfg = config_.embedding;
     std::int64_t const t = ids.extent(0), d = cfg.embedding_dim;
     detail::BagTerms<memory_space> terms;
     terms.dy = dy;
     terms.positions = t;
     terms.bag = detail::bag_of_positions(space, bags, t);
-    if (config_.pooling == Pooling::max) {
+    if (config_.pooling == Pooling::max && argmax.data()) {
+      terms.won = argmax;
+    } else if (config_.pooling == Pooling::max) {
       Kokkos::View<std::int64_t**, Kokkos::LayoutRight, memory_space> won(
           Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kembed::bag_argmax"), bags.count(), d);
       auto const scratch = detail::uninitialized_matrix(space, "kembed::bag_max", bags.count(), d);

@@ -82,6 +82,31 @@ void backward_argmax(ExecutionSpace const& space, IdView const& ids, BagTerms<M>
                        });
 }
 
+// The first (bag, column), as b * d + c, whose argmax is not a position of bag b that
+// counts (the padding row's positions do not), nor -1 for a bag with none; -1 if
+// every one is. What a caller's argmax is checked for: B x d reads, not the table's.
+template <class ExecutionSpace, class IdView, class Argmax>
+std::int64_t first_bad_argmax(ExecutionSpace const& space, IdView const& ids,
+                              BagViews<typename ExecutionSpace::memory_space> const& bags, Argmax const& argmax) {
+  auto const bounds = bags.bounds;
+  std::int64_t const pad = bags.padding, d = argmax.extent(1);
+  std::int64_t first = 0;  // Min's identity, the largest int64, where every entry is good
+  Kokkos::parallel_reduce(
+      "kembed::check_argmax", Range<ExecutionSpace>(space, 0, bags.count()),
+      KOKKOS_LAMBDA(std::int64_t b, std::int64_t & lowest) {
+        std::int64_t const begin = bounds(b), end = bounds(b + 1);
+        bool empty = true;
+        for (std::int64_t p = begin; p < end; ++p) empty = empty && static_cast<std::int64_t>(ids(p)) == pad;
+        for (std::int64_t c = 0; c < d; ++c) {
+          std::int64_t const p = argmax(b, c);
+          bool const ok = empty ? p == -1 : p >= begin && p < end && static_cast<std::int64_t>(ids(p)) != pad;
+          if (!ok && b * d + c < lowest) lowest = b * d + c;
+        }
+      },
+      Kokkos::Min<std::int64_t>(first));
+  return first < bags.count() * d ? first : -1;
+}
+
 // The bag of each position: bag(p) = b for p in [bounds(b), bounds(b + 1)).
 template <class ExecutionSpace>
 Kokkos::View<std::int64_t*, typename ExecutionSpace::memory_space> bag_of_positions(
