@@ -5,6 +5,7 @@
 #include <kembed/detail/kernel_common.hpp>
 
 #include <kembed/core/bags.hpp>
+#include <cstdint>
 
 namespace kembed::detail {
 
@@ -27,13 +28,56 @@ inline constexpr std::int64_t host_bag_tile = 64;  // columns a host bag's sum k
 // suites check the device's through bag_forward_shaped<false>. With max, `won` (B, d),
 // where given, receives each value's position, -1 for an empty bag (the backward's
 // argmax).
+// A host bag's max with its argmax, 64 columns at a time: the same comparisons as
+// pool_bag's (the first position that counts copied, each later one taken where
+// strictly greater), the winner kept as an int32 offset in the bag beside each float
+// (one width, so the select vectorises; an int64 per column cost 2.7x the max alone).
+template <std::int64_t Width, class IdView, class Table>
+inline void max_tile_host(std::int64_t begin, std::int64_t end, std::int64_t width, std::int64_t c0, IdView const& ids,
+                          Table const& weight, std::int64_t pad, float* const out, std::int64_t* const at) {
+  std::int64_t const n_cols = Width > 0 ? Width : width;
+  float best[host_bag_tile];
+  std::int32_t where[host_bag_tile];
+  bool first = true;
+  for (std::int64_t p = begin; p < end; ++p) {
+    auto const r = static_cast<std::int64_t>(ids(p));
+    if (r == pad) continue;
+    float const* const row = &weight(r, c0);
+    auto const offset = static_cast<std::int32_t>(p - begin);
+    if (first) {
+      for (std::int64_t k = 0; k < n_cols; ++k) best[k] = row[k], where[k] = offset;
+      first = false;
+      continue;
+    }
+    for (std::int64_t k = 0; k < n_cols; ++k) {  // masks, not selects: GCC made those stores branch
+      std::int32_t const take = -static_cast<std::int32_t>(row[k] > best[k]);
+      best[k] = row[k] > best[k] ? row[k] : best[k];
+      where[k] = (offset & take) | (where[k] & ~take);
+    }
+  }
+  for (std::int64_t k = 0; k < n_cols; ++k) {  // no position counts: +0.0, and no argmax
+    out[k] = first ? 0.0f : best[k];
+    at[k] = first ? -1 : begin + where[k];
+  }
+}
+
 // A host bag's max: the first position that counts copied, each later one taken where
 // strictly greater (the same comparisons as pool_bag's, without a branch per column).
 template <class IdView, class Table, class Won>
 inline void max_bag_host(std::int64_t b, std::int64_t begin, std::int64_t end, IdView const& ids, Table const& weight,
                          std::int64_t pad, float* const out, Won const& won) {
   std::int64_t const d = weight.extent(1);
-  bool const record = won.data() != nullptr;
+  if (won.data() != nullptr && end - begin <= std::int64_t(INT32_MAX)) {
+    for (std::int64_t c0 = 0; c0 < d; c0 += host_bag_tile) {
+      std::int64_t const width = d - c0 < host_bag_tile ? d - c0 : host_bag_tile;
+      if (width == host_bag_tile)
+        max_tile_host<host_bag_tile>(begin, end, width, c0, ids, weight, pad, out + c0, &won(b, c0));
+      else
+        max_tile_host<0>(begin, end, width, c0, ids, weight, pad, out + c0, &won(b, c0));
+    }
+    return;
+  }
+  bool const record = won.data() != nullptr;  // a bag of 2^31 positions or more records here
   std::int64_t* const at = record ? &won(b, 0) : nullptr;
   bool first = true;
   for (std::int64_t p = begin; p < end; ++p) {
