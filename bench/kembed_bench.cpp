@@ -324,8 +324,9 @@ int bag_inputs(std::string const& dir, long long v, long long d, long long t, lo
   std::vector<float>().swap(table_h);
   auto const y = kembed::make_matrix(space, "y", b, d), grad = kembed::make_matrix(space, "grad", v, d);
   // max: the forward records its argmax and the backward takes it, as torch's max_indices.
-  typename Layer::argmax_type const argmax =
-      options.pooling == kembed::Pooling::max ? typename Layer::argmax_type("argmax", b, d) : typename Layer::argmax_type();
+  typename Layer::argmax_type const argmax = options.pooling == kembed::Pooling::max
+                                                 ? typename Layer::argmax_type("argmax", b, d)
+                                                 : typename Layer::argmax_type();
   double const fwd = best_seconds([&] {
     layer.forward(space, ids, offsets, y, weights, argmax);
     space.fence();

@@ -656,9 +656,9 @@ TEST(EmbeddingBag, TheForwardsArgmaxGivesTheBackwardTheSameBits) {
   Space space;
   typename Layer::ids64_type const ids(dev(call.ids));
   auto const offsets = dev(call.offsets);
-  typename Layer::const_matrix_type const dy_d(
-      Kokkos::create_mirror_view_and_copy(M(), Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace,
-                                                            Kokkos::MemoryUnmanaged>(dy.data(), bags, d)));
+  typename Layer::const_matrix_type const dy_d(Kokkos::create_mirror_view_and_copy(
+      M(), Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(dy.data(), bags,
+                                                                                                        d)));
   BagOptions o;
   o.pooling = Pooling::max;
   o.embedding.padding_idx = 1;
@@ -675,7 +675,8 @@ TEST(EmbeddingBag, TheForwardsArgmaxGivesTheBackwardTheSameBits) {
       std::int64_t want = -1;
       for (std::int64_t p = call.offsets[std::size_t(b)]; p < end; ++p) {
         auto const r = call.ids[std::size_t(p)];
-        if (r != 1 && (want < 0 || table[std::size_t(r * d + c)] > table[std::size_t(call.ids[std::size_t(want)] * d + c)]))
+        if (r != 1 &&
+            (want < 0 || table[std::size_t(r * d + c)] > table[std::size_t(call.ids[std::size_t(want)] * d + c)]))
           want = p;
       }
       ASSERT_EQ(won[std::size_t(b * d + c)], want) << "bag " << b << " column " << c;
@@ -712,10 +713,9 @@ TEST(EmbeddingBag, TheForwardsArgmaxGivesTheBackwardTheSameBits) {
   typename Layer::matrix_type g("g", v, d);
   Kokkos::deep_copy(g, 3.0f);
   auto const refused = [&](std::vector<std::int64_t> const& bad, std::int64_t rows, Layer const& l) {
-    typename Layer::const_argmax_type const a(
-        Kokkos::create_mirror_view_and_copy(M(), Kokkos::View<std::int64_t const**, Kokkos::LayoutRight,
-                                                              Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
-                                                     bad.data(), rows, d)));
+    typename Layer::const_argmax_type const a(Kokkos::create_mirror_view_and_copy(
+        M(), Kokkos::View<std::int64_t const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                 bad.data(), rows, d)));
     try {
       l.backward(space, ids, offsets, dy_d, g, {}, {}, {}, {}, a);
       ADD_FAILURE() << "a bad argmax was taken";
@@ -731,9 +731,9 @@ TEST(EmbeddingBag, TheForwardsArgmaxGivesTheBackwardTheSameBits) {
   };
   refused(edit(full * d, call.offsets[std::size_t(full)] - 1), bags, layer);
   refused(edit(full * d + 1, -1), bags, layer);
-  refused(edit((std::upper_bound(call.offsets.begin(), call.offsets.end(), padded) - call.offsets.begin() - 1) * d,
-               padded),
-          bags, layer);
+  refused(
+      edit((std::upper_bound(call.offsets.begin(), call.offsets.end(), padded) - call.offsets.begin() - 1) * d, padded),
+      bags, layer);
   refused(std::vector<std::int64_t>(std::size_t((bags - 1) * d), -1), bags - 1, layer);
   o.pooling = Pooling::sum;
   refused(won, bags, Layer(v, d, FloatsRef(table.data(), Shape{v, d}), o));

@@ -101,9 +101,9 @@ class BagLayerOn final : public PlaceOn<Space, BagLayer> {
     return Kokkos::create_mirror_view_and_copy(Memory(), host);
   }
   Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Memory, Unmanaged> argmax_of(BagCall const& call) const {
-    return call.argmax ? Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Memory, Unmanaged>(call.argmax, call.count(),
-                                                                                            d())
-                       : Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Memory, Unmanaged>();
+    return call.argmax
+               ? Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Memory, Unmanaged>(call.argmax, call.count(), d())
+               : Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Memory, Unmanaged>();
   }
   typename Layer::weights_type weights_of(BagCall const& call) const {
     return call.weights ? Floats(call.weights, call.ids.size) : Floats();

@@ -184,7 +184,8 @@ class EmbeddingBag {
     auto const batch_d = table_.upload_batch_counts(batch_counts);
     SparseGradient out;
     with_ids64(ids, [&](ids64_type const& device_ids) {
-      out = embedding_type::to_host(space_, backward_sparse_impl(space_, device_ids, views, dy_d, carry_d, batch_d, {}), v);
+      out = embedding_type::to_host(space_, backward_sparse_impl(space_, device_ids, views, dy_d, carry_d, batch_d, {}),
+                                    v);
     });
     return out;
   }

@@ -4,8 +4,8 @@
 #include <kembed/detail/checks.hpp>
 #include <kembed/detail/kernel_common.hpp>
 
-#include <kembed/core/bags.hpp>
 #include <cstdint>
+#include <kembed/core/bags.hpp>
 
 namespace kembed::detail {
 
