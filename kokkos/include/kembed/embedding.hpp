@@ -655,7 +655,7 @@ class Embedding {
     if (mode != Mode::fast && detail::Tiles<ExecutionSpace>::host) isa_region.emplace(isa_label(isa));
     bool saw_non_finite = false;
     detail::ScopedRegion region(label(path));
-    if constexpr (detail::HasArgmax<Dy>::value) {
+    if constexpr (detail::HasArgmax<Dy>::value && detail::Tiles<ExecutionSpace>::host) {  // host lambdas
       if (path.argmax) {  // found by argument-dependent lookup: bag_terms.hpp
         backward_argmax(space, ids, dy, carry, grad, pad);
         if (counts.data() != nullptr) counts_impl(space, ids, counts);
