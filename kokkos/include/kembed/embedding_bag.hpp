@@ -382,7 +382,11 @@ class EmbeddingBag {
     if (carry.data() && !in_place) detail::check_finite(space, carry, "carry", "row");
     detail::check_finite(space, dy, "dy", "bag");  // B rows: checked first, so the fold need not report
     detail::ScopedRegion region("kembed::bag_backward");
-    auto const terms = terms_of(space, ids, bags, dy, batch_counts, true, argmax);
+    // max's winners-only path reads no position's bag: T int64 not written (16 MB a call
+    // of 2M positions, mostly the kernel zeroing fresh pages).
+    bool const winners_only = config_.pooling == Pooling::max &&
+                              table_.path_for(space, CallShape{t, std::int64_t(dy.extent(0)), in_place, false, true}).argmax;
+    auto const terms = terms_of(space, ids, bags, dy, batch_counts, true, argmax, !winners_only);
     if (cfg.scale_grad_by_freq == FreqScale::batch && t > 0) check_batch_covers(space, ids, batch_counts);
     table_.fold_path(space,
                      table_.path_for(space, CallShape{t, std::int64_t(dy.extent(0)), in_place,
@@ -477,13 +481,14 @@ class EmbeddingBag {
   template <class IdView>
   detail::BagTerms<memory_space> terms_of(ExecutionSpace const& space, IdView const& ids, views_type const& bags,
                                           const_matrix_type const& dy, batch_counts_type const& batch_counts,
-                                          bool row_counts = true, const_argmax_type const& argmax = {}) const {
+                                          bool row_counts = true, const_argmax_type const& argmax = {},
+                                          bool with_bags = true) const {
     auto const& cfg = config_.embedding;
     std::int64_t const t = ids.extent(0), d = cfg.embedding_dim;
     detail::BagTerms<memory_space> terms;
     terms.dy = dy;
     terms.positions = t;
-    terms.bag = detail::bag_of_positions(space, bags, t);
+    if (with_bags) terms.bag = detail::bag_of_positions(space, bags, t);
     if (config_.pooling == Pooling::max && argmax.data()) {
       terms.won = argmax;
     } else if (config_.pooling == Pooling::max) {

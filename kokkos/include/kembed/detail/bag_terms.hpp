@@ -51,7 +51,10 @@ struct HasArgmax<BagTerms<M>> : std::true_type {};
 // only the one winning term of each (bag, column) changes a sum. Bags hold ascending,
 // disjoint position ranges: adding the winners bag by bag adds each row's in
 // ascending position order, the fold's bits in B x d additions instead of T x d
-// terms. Columns are independent: a host thread takes blocks of 16. The padding row
+// terms. Columns are independent: each host thread takes one block of them (16 at
+// least), so a bag's winners are added row by row, as torch does; blocks of 16 on one
+// thread went back to each gradient row d / 16 times (1.3x torch's time at L = 1,
+// V = 1e5, d = 128, 16,384 bags). The padding row
 // never wins (the forward skips it) and is +0.0, as the fold leaves it. Host backends
 // only (a device would have one thread per column block).
 template <class ExecutionSpace, class IdView, class M, class Carry, class Grad>
@@ -66,7 +69,8 @@ void backward_argmax(ExecutionSpace const& space, IdView const& ids, BagTerms<M>
     });
   else if (padding_idx >= 0)
     for (std::int64_t c = 0; c < d; ++c) grad(padding_idx, c) = 0.0f;
-  constexpr std::int64_t block = 16;
+  std::int64_t const threads = space.concurrency() > 0 ? space.concurrency() : 1;
+  std::int64_t const block = ((d + threads - 1) / threads + 15) / 16 * 16;
   auto const won = terms.won;
   auto const dy = terms.dy;
   Kokkos::parallel_for("kembed::backward_argmax::columns", Range<ExecutionSpace>(space, 0, (d + block - 1) / block),
