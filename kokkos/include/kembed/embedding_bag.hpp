@@ -347,12 +347,11 @@ class EmbeddingBag {
                                           std::string(to_string(config_.pooling)) + "'");
     embedding_type::check_matrix("argmax", argmax, bags.count(), embedding_dim(), "bags, embedding_dim");
   }
-  // A given argmax names, in each column of each bag, a position of that bag that
-  // counts (not the padding row's), or -1 where the bag has none.
+  // A given argmax (its shape checked) names, in each column of each bag, a position
+  // of that bag that counts (not the padding row's), or -1 where the bag has none.
   template <class IdView>
-  void check_argmax(ExecutionSpace const& space, IdView const& ids, views_type const& bags,
-                    const_argmax_type const& argmax) const {
-    check_argmax_shape(argmax, bags);
+  void check_argmax_values(ExecutionSpace const& space, IdView const& ids, views_type const& bags,
+                           const_argmax_type const& argmax) const {
     auto const bad = detail::first_bad_argmax(space, ids, bags, argmax);
     if (bad < 0) return;
     auto const b = bad / embedding_dim(), c = bad % embedding_dim();
@@ -410,7 +409,7 @@ class EmbeddingBag {
     if (argmax.data()) check_argmax_shape(argmax, bags);
     if (config_.pooling == Pooling::max && !argmax.data()) table_.require_table();  // max finds its argmax
     detail::check_ids(space, ids, num_embeddings());
-    if (argmax.data()) check_argmax(space, ids, bags, argmax);  // reads the ids: after their check
+    if (argmax.data()) check_argmax_values(space, ids, bags, argmax);  // reads the ids: after their check
   }
 
   template <class IdView>
