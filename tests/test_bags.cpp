@@ -135,7 +135,8 @@ TEST(EmbeddingBag, TheDevicesForwardLoopsAreTheOracle) {
         auto const t = std::int64_t(call.ids.size());
         auto bounds = call.offsets;
         bounds.push_back(t);
-        detail::BagViews<M> bags{up(bounds), weighted ? up(call.weights) : decltype(up(call.weights)){}, 0, pooling};
+        detail::BagViews<M> bags{
+            {up(bounds), t}, weighted ? up(call.weights) : decltype(up(call.weights)){}, 0, pooling, s.bags};
         typename Layer::matrix_type y("y", s.bags, s.d);
         detail::bag_forward_shaped<false>(Space(), typename Layer::ids64_type(up(call.ids)), bags,
                                           layer.embedding().weight(), y);
@@ -292,16 +293,18 @@ TEST(EmbeddingBag, TheBucketPlanFoldsFactorsOnEveryPath) {
     }
 }
 
-// The host's two copies of the bag kernels and of the scaled folds (baseline, and
-// AVX2 with FMA: detail::run_for) give the oracle's bits, whichever the CPU picks.
-TEST(EmbeddingBag, BothHostIsaCopiesEqualTheOracles) {
-  std::int64_t const v = 200, d = 37, bags = 60;
+// The host's copies of the bag kernels and of the scaled folds (baseline, AVX2 with
+// FMA: detail::run_for; and the forward's AVX-512 copy: detail::run_wide) give the
+// oracle's bits, whichever the CPU picks (a copy the CPU lacks falls back to the
+// best it has). d = 130: two 64-column register tiles and a narrow one.
+TEST(EmbeddingBag, EveryHostIsaCopyEqualsTheOracles) {
+  std::int64_t const v = 200, d = 130, bags = 60;
   auto const table = test::table_for(v, d);
   auto const call = random_call(v, bags, 25, 13);
   auto const dy = dy_for(bags, d, 6);
   auto const t = std::int64_t(call.ids.size());
   IdsRef const ids(call.ids), offsets(call.offsets);
-  for (char const* isa : {"baseline", "avx2"})
+  for (char const* isa : {"baseline", "avx2", "avx512"})
     for (auto pooling : {Pooling::sum, Pooling::mean, Pooling::max}) {
       test::ScopedEnv env("KEMBED_HOST_ISA", isa);
       SCOPED_TRACE(std::string(isa) + " " + std::string(to_string(pooling)));

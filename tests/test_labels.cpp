@@ -175,6 +175,12 @@ TEST_F(Labels, HostIsaRegionNamesTheCopyThatRan) {
     layer.backward(IdsRef(ids), FloatsRef(dy.data(), Shape{t, d}));
     EXPECT_EQ(regions().count("kembed::host_isa[avx2]"), 1u);
   }
+  if (__builtin_cpu_supports("avx512f")) {  // the folds have no AVX-512 copy: they run AVX2's
+    test::ScopedEnv env("KEMBED_HOST_ISA", "avx512");
+    regions().clear();
+    layer.backward(IdsRef(ids), FloatsRef(dy.data(), Shape{t, d}));
+    EXPECT_EQ(regions().count("kembed::host_isa[avx2]"), 1u);
+  }
 #endif
   // In place (the gradient is its own carry): a refused call must leave it as it was.
   Layer::matrix_type grad("grad", v, d);
@@ -186,7 +192,7 @@ TEST_F(Labels, HostIsaRegionNamesTheCopyThatRan) {
     layer.backward(TEST_EXECSPACE(), ids_d, dy_d, grad, grad);
     ADD_FAILURE() << "KEMBED_HOST_ISA=sse9 was accepted";
   } catch (InvalidArgument const& e) {
-    EXPECT_NE(std::string(e.what()).find("KEMBED_HOST_ISA must be 'auto', 'baseline' or 'avx2', got 'sse9'"),
+    EXPECT_NE(std::string(e.what()).find("KEMBED_HOST_ISA must be 'auto', 'baseline', 'avx2' or 'avx512', got 'sse9'"),
               std::string::npos)
         << e.what();
   }

@@ -719,7 +719,7 @@ class Embedding {
   }
   static std::string const& isa_label(detail::HostIsa isa) {
     static std::string const labels[2] = {"kembed::host_isa[baseline]", "kembed::host_isa[avx2]"};
-    return labels[isa == detail::HostIsa::avx2 ? 1 : 0];
+    return labels[detail::fold_isa(isa) == detail::HostIsa::avx2 ? 1 : 0];
   }
   static std::string const& sparse_carry_label(Mode mode, bool on_caller) {
     static std::string const labels[4] = {

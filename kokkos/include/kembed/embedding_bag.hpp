@@ -306,7 +306,8 @@ class EmbeddingBag {
         Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, "kembed::bag_bounds"), bags.bounds.size());
     Kokkos::deep_copy(bounds, Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
                                   bags.bounds.data(), bags.bounds.size()));
-    v.bounds = bounds;
+    v.bounds = {bounds, bags.positions()};
+    v.bags = bags.count();
     if (weights.data)
       v.weights = Kokkos::create_mirror_view_and_copy(
           memory_space(), Kokkos::View<float const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
@@ -314,16 +315,20 @@ class EmbeddingBag {
     return v;
   }
 
-  // Offsets and weights given as views: checked on the host (B + T values at most).
+  // Offsets and weights given as views: checked on the host (B + T values at most),
+  // then read in place.
   views_type views_of(std::int64_t t, offsets_type const& offsets, weights_type const& weights) const {
     auto const host_offsets = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), offsets);
     IdsRef const ref(host_offsets.data(), Shape{std::int64_t(offsets.extent(0))});
-    auto const bags = make_bags(Shape{t}, &ref, config_.include_last_offset);
+    views_type v;
+    v.bags = check_offsets(ref, t, config_.include_last_offset);
     auto const host_weights = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), weights);
     check_bag_weights(
         config_, Shape{t},
         weights.data() ? FloatsRef(host_weights.data(), Shape{std::int64_t(weights.extent(0))}) : FloatsRef{});
-    auto v = upload(bags, FloatsRef{});
+    v.padding = config_.embedding.padding_idx;
+    v.pooling = config_.pooling;
+    v.bounds = {offsets, t};
     v.weights = weights;
     return v;
   }

@@ -48,6 +48,9 @@ struct Bags {
 // one, the first 0, none decreasing, none past T; with include_last_offset the last
 // is T and ends the last bag. Anything else is refused by name ("ids", "offsets").
 Bags make_bags(Shape const& ids_shape, IdsRef const* offsets, bool include_last_offset);
+// The checks make_bags makes of 1-D offsets over T ids, without copying them: the
+// number of bags (bag b holds [offsets[b], offsets[b + 1]), the last ending at T).
+std::int64_t check_offsets(IdsRef const& offsets, std::int64_t t, bool include_last_offset);
 
 // per_sample_weights, if given: the ids' shape, finite, and only with pooling sum.
 void check_bag_weights(BagConfig const& config, Shape const& ids_shape, FloatsRef const& weights);
