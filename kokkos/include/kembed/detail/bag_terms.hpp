@@ -88,7 +88,8 @@ void backward_argmax(ExecutionSpace const& space, IdView const& ids, BagTerms<M>
 
 // The first (bag, column), as b * d + c, whose argmax is not a position of bag b that
 // counts (the padding row's positions do not), nor -1 for a bag with none; -1 if
-// every one is. What a caller's argmax is checked for: B x d reads, not the table's.
+// every one is. What a caller's argmax is checked for: B x d reads, not the table's
+// (a bag's ids are scanned only where a -1 claims it has no position that counts).
 template <class ExecutionSpace, class IdView, class Argmax>
 std::int64_t first_bad_argmax(ExecutionSpace const& space, IdView const& ids,
                               BagViews<typename ExecutionSpace::memory_space> const& bags, Argmax const& argmax) {
@@ -99,11 +100,17 @@ std::int64_t first_bad_argmax(ExecutionSpace const& space, IdView const& ids,
       "kembed::check_argmax", Range<ExecutionSpace>(space, 0, bags.count()),
       KOKKOS_LAMBDA(std::int64_t b, std::int64_t & lowest) {
         std::int64_t const begin = bounds(b), end = bounds(b + 1);
-        bool empty = true;
-        for (std::int64_t p = begin; p < end; ++p) empty = empty && static_cast<std::int64_t>(ids(p)) == pad;
+        int empty = -1;  // not yet known: no -1 seen in this bag
         for (std::int64_t c = 0; c < d; ++c) {
           std::int64_t const p = argmax(b, c);
-          bool const ok = empty ? p == -1 : p >= begin && p < end && static_cast<std::int64_t>(ids(p)) != pad;
+          bool ok = p >= begin && p < end && static_cast<std::int64_t>(ids(p)) != pad;
+          if (p == -1) {
+            if (empty < 0) {
+              empty = 1;
+              for (std::int64_t q = begin; q < end && empty; ++q) empty = static_cast<std::int64_t>(ids(q)) == pad;
+            }
+            ok = empty == 1;
+          }
           if (!ok && b * d + c < lowest) lowest = b * d + c;
         }
       },
