@@ -31,7 +31,7 @@ from bench_peers import ALL_CPUS, Peer, fbgemm_classes, time_cases, write_csv, z
 
 
 FIELDS = ["V", "d", "B", "L", "lengths", "pooling", "threads", "op", "peer", "call", "seconds",
-          "peer_over_kembed", "bits_equal"]
+          "peer_over_kembed", "bits_equal", "worst_seconds"]
 
 
 def worker(kind):
@@ -145,12 +145,15 @@ def measure(a):
 
 
 def point(a, peers, work, key, t):
-    """Every run at one point, interleaved over rounds; the best of each kept."""
-    bestof = {}
+    """Every run at one point, interleaved over rounds; the best of each kept, and the
+    worst too (each run is itself a best of repeats: the worst shows the spread between
+    runs, which a best alone hides)."""
+    bestof, worstof = {}, {}
 
     def keep(k, seconds, sha):
         if k not in bestof or seconds < bestof[k][0]:
             bestof[k] = (seconds, sha)
+        worstof[k] = max(worstof.get(k, 0.0), seconds)
 
     for r in range(a.rounds):
         for threads in (a.threads if r % 2 == 0 else a.threads[::-1]):
@@ -167,7 +170,8 @@ def point(a, peers, work, key, t):
     for (threads, op, peer, call), (seconds, sha) in sorted(bestof.items()):
         ours = bestof[(threads, op, "kembed", "reused")]
         rows.append(dict(key, threads=threads, op=op, peer=peer, call=call, seconds=f"{seconds:.6g}",
-                         peer_over_kembed=f"{seconds / ours[0]:.4f}", bits_equal="" if sha is None else sha == ours[1]))
+                         peer_over_kembed=f"{seconds / ours[0]:.4f}", bits_equal="" if sha is None else sha == ours[1],
+                         worst_seconds=f"{worstof[threads, op, peer, call]:.6g}"))
         print(f"{key['V']:>8} {key['d']:>4} {key['B']:>6} {key['L']:>4} {key['lengths']:>8} {key['pooling']:>12} "
               f"{threads} {op:>8} {peer:>7} {call:>6} {seconds * 1e3:9.3f} ms  x{seconds / ours[0]:5.2f} "
               f"{'' if sha is None else 'equal' if sha == ours[1] else 'other bits'}", flush=True)
