@@ -73,19 +73,30 @@ TEST(EmbeddingBag, ForwardIsTheOracleForEveryPooling) {
 }
 
 // +0.0 and -0.0 compare equal: the first position's zero is the maximum, and the
-// sum's +0.0 start turns -0.0 + -0.0 into +0.0.
+// sum's +0.0 start turns -0.0 + -0.0 into +0.0. At d = 2 and at d = 130 (the host's
+// 64-column register tiles, each column pair repeating the pattern), in every host
+// ISA copy.
 TEST(EmbeddingBag, SignedZerosTieAndSumAsTheContractSays) {
-  std::vector<float> const table{+0.0f, -0.0f, -0.0f, +0.0f, -1.0f, -1.0f};  // rows (+0, -0), (-0, +0), (-1, -1)
+  float const rows[3][2] = {{+0.0f, -0.0f}, {-0.0f, +0.0f}, {-1.0f, -1.0f}};
   std::vector<std::int64_t> const ids{0, 1, 1, 0, 2, 1, 1}, offsets{0, 2, 4, 5};
   IdsRef const i(ids), o(offsets);
-  for (auto pooling : {Pooling::sum, Pooling::mean, Pooling::max}) {
-    BagOptions opt;
-    opt.pooling = pooling;
-    Layer const layer(3, 2, FloatsRef(table.data(), Shape{3, 2}), opt);
-    reference::BagCall const ref{i, make_bags(Shape{7}, &o, false)};
-    auto const y = layer.forward(i, &o);
-    EXPECT_TRUE(same_bits(y, reference::bag_forward(table.data(), layer.config(), ref))) << to_string(pooling);
-    if (pooling == Pooling::max) EXPECT_TRUE(same_bits(y, {+0.0f, -0.0f, -0.0f, +0.0f, -1.0f, -1.0f, -0.0f, +0.0f}));
+  for (std::int64_t d : {2, 130}) {
+    std::vector<float> table(std::size_t(3 * d));
+    for (std::int64_t r = 0; r < 3; ++r)
+      for (std::int64_t c = 0; c < d; ++c) table[std::size_t(r * d + c)] = rows[r][c % 2];
+    for (char const* isa : {"baseline", "avx2", "avx512"})
+      for (auto pooling : {Pooling::sum, Pooling::mean, Pooling::max}) {
+        test::ScopedEnv env("KEMBED_HOST_ISA", isa);
+        SCOPED_TRACE(std::to_string(d) + " " + isa + " " + std::string(to_string(pooling)));
+        BagOptions opt;
+        opt.pooling = pooling;
+        Layer const layer(3, d, FloatsRef(table.data(), Shape{3, d}), opt);
+        reference::BagCall const ref{i, make_bags(Shape{7}, &o, false)};
+        auto const y = layer.forward(i, &o);
+        EXPECT_TRUE(same_bits(y, reference::bag_forward(table.data(), layer.config(), ref)));
+        if (pooling == Pooling::max && d == 2)
+          EXPECT_TRUE(same_bits(y, {+0.0f, -0.0f, -0.0f, +0.0f, -1.0f, -1.0f, -0.0f, +0.0f}));
+      }
   }
 }
 
