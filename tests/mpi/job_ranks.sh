@@ -108,7 +108,7 @@ fi
 # Bag batches (EmbeddingBag): each rank reads whole bags, turns them into positions
 # with their terms and factors, and sends those to the rows' owners. Every pooling,
 # weights, padding (row 0, which a mean leaves out of n), empty bags, row-sparse,
-# scale_grad_by_freq with sum, deterministic splits of whole bags.
+# scale_grad_by_freq, deterministic splits of whole bags.
 "$kembed" -q make-batch --out bags.h5 --zipf 1001 --positions 9001 --bags 700 --dim 8 --seed 11 >/dev/null
 "$kembed" -q make-batch --out wbags.h5 --zipf 1001 --positions 9001 --bags 700 --weighted --dim 8 --seed 12 >/dev/null
 for pooling in sum mean max; do
@@ -123,18 +123,14 @@ compare bags-scale-batch --table t1001.h5 --batch bags.h5 --scale-grad-by-freq b
 # Fewer bags than ranks: ranks with no bag (and no position) take part in every call.
 "$kembed" -q make-batch --out twobags.h5 --tokens two.txt --vocab 3 --bags 2 --dim 5 --seed 7 >/dev/null
 compare bags-tiny --table t3.h5 --batch twobags.h5 --pooling mean
-# A factor needs each row's count under scale_grad_by_freq: refused by name, no output.
-set +e
-run_ranks "$ranks" --table t1001.h5 --batch bags.h5 --pooling mean --scale-grad-by-freq call --out refused.h5 \
-  2>refused.err
-refused_status=$?
-set -e
-if ((ranks > 1)); then
-  [[ $refused_status -eq 2 && ! -e refused.h5 ]] &&
-    grep -q "only without scale_grad_by_freq" refused.err ||
-    { echo "job_ranks: mean with scale_grad_by_freq on $ranks ranks (exit $refused_status):" >&2; cat refused.err >&2; exit 1; }
-  checked=$((checked + 1))
-fi
+# scale_grad_by_freq with a mean or weights: each position's n or weight travels to its
+# row's owner, which forms the factor with its row's count (the call's or the batch's).
+compare bags-mean-scale-call --table t1001.h5 --batch bags.h5 --pooling mean --scale-grad-by-freq call --microbatch 11
+compare bags-mean-scale-batch --table t1001.h5 --batch bags.h5 --pooling mean --scale-grad-by-freq batch \
+  --mode deterministic --microbatch 9 --sparse
+compare bags-weighted-scale-call --table t1001.h5 --batch wbags.h5 --scale-grad-by-freq call --microbatch 11 --sparse
+compare bags-weighted-scale-batch --table t1001.h5 --batch wbags.h5 --scale-grad-by-freq batch --mode deterministic \
+  --microbatch 13
 
 # One bad id, at position 118 of 120: in the last rank's part for every P here, so
 # the other ranks must learn of it; every rank stops with the one-process message.

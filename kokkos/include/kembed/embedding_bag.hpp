@@ -212,31 +212,26 @@ class EmbeddingBag {
   }
 
   // ---- a bag call as positions ------------------------------------------------
-  // Each position's term and factor, for routing positions to their rows' owners
-  // (kembed::mpi): terms(p, :) is dy of p's bag (max: -0.0 in each column p did not
-  // win) and factors(p) p's factor, 1 / n (mean) times w, rounded once (CONTRACT.md,
-  // "Bags"); `factors` is left empty where the call has none (sum and max without
-  // weights). Folding (ids, terms) as bags of one position each, weighted by the
-  // factors (or unweighted), with pooling sum and this layer's other settings, gives
-  // this call's gradient bit for bit. A factor with scale_grad_by_freq needs each
-  // row's count, which only the row's owner has, so that is refused; unweighted sum
-  // with it is allowed (there the owner's own scaling is the factor).
+  // Each position's term and what its factor is formed from, for routing positions to
+  // their rows' owners (kembed::mpi): terms(p, :) is dy of p's bag (max: -0.0 in each
+  // column p did not win); factor_inputs(p) is p's bag's n (mean) or p's weight, left
+  // empty where the call has no factors (sum and max without weights). An owner forms
+  // each factor with detail::bag_factor and its row's count (scale_grad_by_freq), then
+  // folds (ids, terms) as bags of one position each weighted by the factors (pooling
+  // sum, no scale_grad_by_freq), or unweighted with this layer's settings: this call's
+  // gradient bit for bit (CONTRACT.md, "Bags").
+  using factor_inputs_type = Kokkos::View<double*, memory_space>;
   void position_terms(ExecutionSpace const& space, ids64_type const& ids, offsets_type const& offsets,
                       const_matrix_type const& dy, weights_type const& per_sample_weights, matrix_type const& terms,
-                      weights_type& factors) const {
+                      factor_inputs_type& factor_inputs) const {
     auto const bags = views_of(ids.extent(0), offsets, per_sample_weights);
-    bool const factored = config_.pooling == Pooling::mean || bags.weights.extent(0) > 0;
-    if (factored && config_.embedding.scales())
-      throw InvalidArgument("scale_grad_by_freq",
-                            "a bag's positions carry their factors to their rows' owners only without "
-                            "scale_grad_by_freq, which needs each row's count; with it, pool with sum and no weights");
     embedding_type::check_matrix("terms", terms, ids.extent(0), embedding_dim(), "positions, embedding_dim");
     check_terms_inputs(space, ids, bags, dy);  // no counts: the owners apply scale_grad_by_freq
     detail::check_finite(space, dy, "dy", "bag");
     detail::ScopedRegion region("kembed::bag_position_terms");
     auto const t = terms_of(space, ids, bags, dy, batch_counts_type{}, false);
     detail::materialize_terms(space, t, terms);
-    factors = factored ? weights_type(t.scale) : weights_type();
+    factor_inputs = detail::bag_factor_inputs(space, ids, bags);
   }
 
   // ---- the gradient of per_sample_weights (mode sum) --------------------------
@@ -480,12 +475,12 @@ class EmbeddingBag {
   }
 
   // The bag's terms: each position's bag, max's argmax (the given one, else found),
-  // each position's factor. `row_counts` false: the factors leave out
-  // scale_grad_by_freq (position_terms).
+  // each position's factor. `scales` false: no factors (position_terms sends what
+  // they are formed from instead).
   template <class IdView>
   detail::BagTerms<memory_space> terms_of(ExecutionSpace const& space, IdView const& ids, views_type const& bags,
                                           const_matrix_type const& dy, batch_counts_type const& batch_counts,
-                                          bool row_counts = true, const_argmax_type const& argmax = {},
+                                          bool scales = true, const_argmax_type const& argmax = {},
                                           bool with_bags = true) const {
     auto const& cfg = config_.embedding;
     std::int64_t const t = ids.extent(0), d = cfg.embedding_dim;
@@ -502,8 +497,8 @@ class EmbeddingBag {
       detail::bag_forward(space, ids, bags, table_.weight(), scratch, won);
       terms.won = won;
     }
-    bool const freq = cfg.scales() && row_counts;
-    if (freq || config_.pooling == Pooling::mean || bags.weights.extent(0) > 0) {
+    bool const freq = cfg.scales();
+    if (scales && (freq || config_.pooling == Pooling::mean || bags.weights.extent(0) > 0)) {
       counts_type call_counts;
       if (freq && cfg.scale_grad_by_freq == FreqScale::call) {
         call_counts = counts_type(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kembed::call_counts"),

@@ -132,9 +132,28 @@ Kokkos::View<std::int64_t*, typename ExecutionSpace::memory_space> bag_of_positi
   return bag;
 }
 
-// Each position's factor, binary64 rounded once: 1 / n_r (`counts`, where given),
-// divided by the bag's count for mean, times the position's weight; 0 at a padding
-// position, which has no term.
+// A position's factor (CONTRACT.md, "Bags"), in binary64 and rounded to float once:
+// 1 / count (scale_grad_by_freq; `count` 0: not scaled), divided by the bag's n (mean),
+// times the weight w. The one formula for a process's own fold (bag_term_scales) and
+// for an MPI row owner's, which gets n or w with each position (kembed::mpi).
+KOKKOS_INLINE_FUNCTION float bag_factor(std::int64_t count, bool mean, bool weighted, double n_or_w) {
+  double f = count > 0 ? 1.0 / static_cast<double>(count) : 1.0;
+  if (mean) f = f / n_or_w;
+  if (weighted) f = dmul_rn(f, n_or_w);
+  return static_cast<float>(f);
+}
+
+// A bag's count of positions that count (the padding row's do not): a mean's n.
+template <class IdView, class Bounds>
+KOKKOS_INLINE_FUNCTION std::int64_t counted_positions(IdView const& ids, Bounds const& bounds, std::int64_t b,
+                                                      std::int64_t pad) {
+  std::int64_t n = 0;
+  for (std::int64_t p = bounds(b); p < bounds(b + 1); ++p) n += static_cast<std::int64_t>(ids(p)) != pad;
+  return n;
+}
+
+// Each position's factor (bag_factor; `counts`, where given, scale_grad_by_freq's);
+// 0 at a padding position, which has no term.
 template <class ExecutionSpace, class IdView, class Counts>
 Kokkos::View<float*, typename ExecutionSpace::memory_space> bag_term_scales(
     ExecutionSpace const& space, IdView const& ids, BagViews<typename ExecutionSpace::memory_space> const& bags,
@@ -147,17 +166,35 @@ Kokkos::View<float*, typename ExecutionSpace::memory_space> bag_term_scales(
   std::int64_t const pad = bags.padding;
   Kokkos::parallel_for(
       "kembed::bag_scales", Range<ExecutionSpace>(space, 0, bags.count()), KOKKOS_LAMBDA(std::int64_t b) {
-        std::int64_t n = 0;
-        for (std::int64_t p = bounds(b); p < bounds(b + 1); ++p) n += static_cast<std::int64_t>(ids(p)) != pad;
+        double const n = mean ? static_cast<double>(counted_positions(ids, bounds, b, pad)) : 0.0;
         for (std::int64_t p = bounds(b); p < bounds(b + 1); ++p) {
           auto const r = static_cast<std::int64_t>(ids(p));
-          double f = freq ? 1.0 / static_cast<double>(counts(r)) : 1.0;
-          if (mean) f = f / static_cast<double>(n);
-          if (weighted) f = dmul_rn(f, static_cast<double>(w(p)));
-          s(p) = r == pad ? 0.0f : static_cast<float>(f);  // padding has no term (nor, alone in a bag, a finite 1 / n)
+          std::int64_t const count = freq ? static_cast<std::int64_t>(counts(r)) : 0;
+          // padding has no term (nor, alone in a bag, a finite 1 / n)
+          s(p) = r == pad ? 0.0f : bag_factor(count, mean, weighted, weighted ? static_cast<double>(w(p)) : n);
         }
       });
   return s;
+}
+
+// What each position's factor is formed from where its row's owner forms it (MPI):
+// its bag's n (mean) or its weight; empty where the call has no factors.
+template <class ExecutionSpace, class IdView>
+Kokkos::View<double*, typename ExecutionSpace::memory_space> bag_factor_inputs(
+    ExecutionSpace const& space, IdView const& ids, BagViews<typename ExecutionSpace::memory_space> const& bags) {
+  bool const mean = bags.pooling == Pooling::mean, weighted = bags.weights.extent(0) > 0;
+  if (!mean && !weighted) return {};
+  Kokkos::View<double*, typename ExecutionSpace::memory_space> in(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kembed::bag_factor_inputs"), ids.extent(0));
+  auto const bounds = bags.bounds;
+  auto const w = bags.weights;
+  std::int64_t const pad = bags.padding;
+  Kokkos::parallel_for(
+      "kembed::bag_factor_inputs", Range<ExecutionSpace>(space, 0, bags.count()), KOKKOS_LAMBDA(std::int64_t b) {
+        double const n = mean ? static_cast<double>(counted_positions(ids, bounds, b, pad)) : 0.0;
+        for (std::int64_t p = bounds(b); p < bounds(b + 1); ++p) in(p) = weighted ? static_cast<double>(w(p)) : n;
+      });
+  return in;
 }
 
 // Each position's term row, as a (T, d) matrix (EmbeddingBag::position_terms).

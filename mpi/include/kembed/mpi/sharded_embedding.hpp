@@ -122,6 +122,7 @@ class ShardedEmbedding {
           local.padding_idx = config_.padding_idx - rows_.begin;
         BagOptions bag;  // the owner's fold of positions with factors (backward_factored)
         bag.embedding = local;
+        bag.embedding.scale_grad_by_freq = FreqScale::none;  // in the factors, formed by the owner
         bag.pooling = Pooling::sum;
         bag.include_last_offset = true;
         bags_.emplace(EmbeddingBag<ExecutionSpace>::backward_only(space, rows_.size(), embedding_dim, bag));
@@ -153,6 +154,13 @@ class ShardedEmbedding {
   };
   Traffic const& traffic() const noexcept { return traffic_; }
 
+  // What a bag call's positions' factors are formed from (EmbeddingBag::position_terms):
+  // one double per position of this rank's slab, its bag's n (mean) or its weight.
+  struct FactorInputs {
+    bool mean = false;  // the same on every rank
+    std::vector<double> values;
+  };
+
   RowRange rows() const noexcept { return rows_; }
   Config const& config() const noexcept { return config_; }
   // The path this rank's last dense backward took over the positions it received,
@@ -181,40 +189,41 @@ class ShardedEmbedding {
             : "";
     exchange_and_fold(
         ids, dy, nullptr, tally, bad_grad,
-        [&](std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy, std::vector<float> const&,
+        [&](std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy, std::vector<double> const&,
             std::int64_t n) { fold(recv_ids, recv_dy, n, grad, accumulate, counts, batch_counts); });
   }
 
   // Collective. Positions whose terms carry a factor each (EmbeddingBag::position_terms:
-  // a bag call as positions), into `grad` (continued in place) or the sparse `carry`:
-  // `factors` (this rank's t floats, host) travel with their positions, and owners
-  // fold fma(term, factor, acc) as the one-process bag call does, or, with `factors`
-  // null (on every rank), backward's fold of the terms. `refused`: this rank's
+  // a bag call as positions), into `grad` (continued in place) or the sparse `carry`.
+  // `factors` (null on every rank, or on every rank not) travel with their positions;
+  // each owner forms the factors (detail::bag_factor, with its rows' counts under
+  // scale_grad_by_freq) and folds fma(term, factor, acc) as the one-process bag call
+  // does; with `factors` null, backward's fold of the terms. `refused`: this rank's
   // objection to its part (what forming the terms threw), which stops every rank.
-  void backward_factored(IdsRef const& ids, FloatsRef const& dy, std::vector<float> const* factors,
-                         matrix_type const& grad, std::int64_t* tally, batch_counts_type const& batch_counts,
+  void backward_factored(IdsRef const& ids, FloatsRef const& dy, FactorInputs const* factors, matrix_type const& grad,
+                         std::int64_t* tally, batch_counts_type const& batch_counts,
                          std::string const& refused = {}) const {
     exchange_and_fold(
-        ids, dy, factors, tally, refused,
+        ids, dy, factors ? &factors->values : nullptr, tally, refused,
         [&](std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy,
-            std::vector<float> const& recv_factors, std::int64_t n) {
+            std::vector<double> const& recv_inputs, std::int64_t n) {
           if (!factors) return fold(recv_ids, recv_dy, n, grad, true, {}, batch_counts);
           last_positions_ = n;
           if (n == 0) return;
-          auto const in = factored_upload(recv_ids, recv_dy, recv_factors, n);
+          auto const in = factored_upload(recv_ids, recv_dy, recv_inputs, factors->mean, batch_counts, n);
           last_path_ = layer_->path_for(space_, CallShape{n, n, true, true});
-          bags_->backward(space_, in.ids, in.offsets, in.dy, grad, grad, {}, in.factors, batch_counts);
+          bags_->backward(space_, in.ids, in.offsets, in.dy, grad, grad, {}, in.factors);
           space_.fence();
         },
         true);
   }
-  void backward_factored(IdsRef const& ids, FloatsRef const& dy, std::vector<float> const* factors,
-                         sparse_carry_type& carry, std::int64_t* tally, batch_counts_type const& batch_counts,
+  void backward_factored(IdsRef const& ids, FloatsRef const& dy, FactorInputs const* factors, sparse_carry_type& carry,
+                         std::int64_t* tally, batch_counts_type const& batch_counts,
                          std::string const& refused = {}) const {
     exchange_and_fold(
-        ids, dy, factors, tally, refused,
+        ids, dy, factors ? &factors->values : nullptr, tally, refused,
         [&](std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy,
-            std::vector<float> const& recv_factors, std::int64_t n) {
+            std::vector<double> const& recv_inputs, std::int64_t n) {
           if (n == 0) return;
           if (!factors) {
             auto const in = upload(recv_ids, recv_dy, n);
@@ -222,8 +231,8 @@ class ShardedEmbedding {
             space_.fence();
             return;
           }
-          auto const in = factored_upload(recv_ids, recv_dy, recv_factors, n);
-          bags_->backward_sparse(space_, in.ids, in.offsets, in.dy, carry, in.factors, batch_counts);
+          auto const in = factored_upload(recv_ids, recv_dy, recv_inputs, factors->mean, batch_counts, n);
+          bags_->backward_sparse(space_, in.ids, in.offsets, in.dy, carry, in.factors);
           space_.fence();
         },
         true);
@@ -237,7 +246,7 @@ class ShardedEmbedding {
     sparse_type out = carry;
     exchange_and_fold(ids, dy, nullptr, tally, "",
                       [&](std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy,
-                          std::vector<float> const&, std::int64_t n) {
+                          std::vector<double> const&, std::int64_t n) {
                         if (n == 0) return;  // no term for this rank's rows in this call
                         auto const in = upload(recv_ids, recv_dy, n);
                         out = layer_->backward_sparse(space_, in.first, in.second, carry, batch_counts);
@@ -252,7 +261,7 @@ class ShardedEmbedding {
                        std::int64_t* tally = nullptr, batch_counts_type const& batch_counts = {}) const {
     exchange_and_fold(ids, dy, nullptr, tally, "",
                       [&](std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy,
-                          std::vector<float> const&, std::int64_t n) {
+                          std::vector<double> const&, std::int64_t n) {
                         if (n == 0) return;
                         auto const in = upload(recv_ids, recv_dy, n);
                         layer_->backward_sparse(space_, in.first, in.second, carry, batch_counts);
@@ -369,10 +378,11 @@ class ShardedEmbedding {
   // sends each position to its row's owner, adds the received rows' occurrences to
   // `tally`, and lets `fold` fold what arrived (on a rank with rows); every rank
   // throws the first rank's error, or none does.
-  // `factors` (null, or this rank's one float per position) travel with their positions.
+  // `factors` (null, or this rank's one double per position) travel with their positions.
   template <class Fold>
-  void exchange_and_fold(IdsRef const& ids, FloatsRef const& dy, std::vector<float> const* factors, std::int64_t* tally,
-                         std::string const& bad_output, Fold&& fold_received, bool allow_empty = false) const {
+  void exchange_and_fold(IdsRef const& ids, FloatsRef const& dy, std::vector<double> const* factors,
+                         std::int64_t* tally, std::string const& bad_output, Fold&& fold_received,
+                         bool allow_empty = false) const {
     auto const d = config_.embedding_dim;
     std::string error;
     std::int64_t t = 0;
@@ -400,13 +410,13 @@ class ShardedEmbedding {
     for (std::int64_t p = 0; p < t; ++p)
       std::copy_n(dy.data + p * d, d, send_dy.data() + route.slot[std::size_t(p)] * d);
     exchange_rows(send_dy, route.send_rows, route.send_at, recv_dy, route.recv_rows, route.recv_at, "dy");
-    std::vector<float> recv_factors;
+    std::vector<double> recv_factors;
     if (factors) recv_factors = exchange_factors(route, *factors);
     auto const t_fold = std::chrono::steady_clock::now();
     std::int64_t const away = t - route.send_rows[std::size_t(rank_)];
     traffic_.rows_sent += away;
-    traffic_.bytes_sent +=
-        away * (std::int64_t(sizeof(std::int64_t)) + (d + (factors ? 1 : 0)) * std::int64_t(sizeof(float)));
+    traffic_.bytes_sent += away * (std::int64_t(sizeof(std::int64_t)) + d * std::int64_t(sizeof(float)) +
+                                   (factors ? std::int64_t(sizeof(double)) : 0));
     traffic_.exchange_seconds += std::chrono::duration<double>(t_fold - t_exchange).count();
     // Ids and dy were checked on every rank, so this fails only as the one-process
     // layer would fail on its own (out of memory); still, every rank hears of it.
@@ -421,12 +431,12 @@ class ShardedEmbedding {
     agree_on(error);
   }
 
-  // One float per position, to the positions' owners (as exchange_ids).
-  std::vector<float> exchange_factors(Route const& r, std::vector<float> const& factors) const {
-    std::vector<float> send(factors.size()), recv(static_cast<std::size_t>(r.received));
+  // One double per position, to the positions' owners (as exchange_ids).
+  std::vector<double> exchange_factors(Route const& r, std::vector<double> const& factors) const {
+    std::vector<double> send(factors.size()), recv(static_cast<std::size_t>(r.received));
     for (std::size_t p = 0; p < factors.size(); ++p) send[std::size_t(r.slot[p])] = factors[p];
-    detail::check(MPI_Alltoallv(send.data(), r.send_rows.data(), r.send_at.data(), MPI_FLOAT, recv.data(),
-                                r.recv_rows.data(), r.recv_at.data(), MPI_FLOAT, comm_),
+    detail::check(MPI_Alltoallv(send.data(), r.send_rows.data(), r.send_at.data(), MPI_DOUBLE, recv.data(),
+                                r.recv_rows.data(), r.recv_at.data(), MPI_DOUBLE, comm_),
                   "MPI_Alltoallv (factors)");
     return recv;
   }
@@ -439,18 +449,59 @@ class ShardedEmbedding {
     typename EmbeddingBag<ExecutionSpace>::weights_type factors;
   };
   Factored factored_upload(std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy,
-                           std::vector<float> const& recv_factors, std::int64_t n) const {
+                           std::vector<double> const& recv_inputs, bool mean, batch_counts_type const& batch_counts,
+                           std::int64_t n) const {
     Factored f;
-    auto const in = upload(recv_ids, recv_dy, n);
+    auto const in = upload(recv_ids, recv_dy, n);  // recv_ids are now local rows
     f.ids = in.first;
     f.dy = in.second;
     Kokkos::View<std::int64_t*, Kokkos::HostSpace> offsets("kembed::mpi::one_position_bags", std::size_t(n + 1));
     for (std::int64_t b = 0; b <= n; ++b) offsets(b) = b;
     f.offsets = Kokkos::create_mirror_view_and_copy(memory_space(), offsets);
-    f.factors = Kokkos::create_mirror_view_and_copy(
-        memory_space(), Kokkos::View<float const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(recv_factors.data(),
-                                                                                               recv_factors.size()));
+    // A managed host view: on a host backend the mirror is this view itself.
+    f.factors =
+        Kokkos::create_mirror_view_and_copy(memory_space(), owner_factors(recv_ids, recv_inputs, mean, batch_counts));
     return f;
+  }
+
+  // The factors of what this owner received (local rows, every rank's positions of
+  // them in this call): detail::bag_factor of each position's n or weight and, under
+  // scale_grad_by_freq, its row's count in this call or in the batch; 0 at the padding row.
+  Kokkos::View<float*, Kokkos::HostSpace> owner_factors(std::vector<std::int64_t> const& local,
+                                                        std::vector<double> const& inputs, bool mean,
+                                                        batch_counts_type const& batch_counts) const {
+    std::vector<std::int64_t> count;
+    if (config_.scales()) count = row_counts(local, batch_counts);
+    std::int64_t const pad = config_.has_padding() ? config_.padding_idx - rows_.begin : -1;
+    Kokkos::View<float*, Kokkos::HostSpace> f(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kembed::mpi::factors"),
+                                              local.size());
+    for (std::size_t p = 0; p < local.size(); ++p) {
+      auto const r = local[p];
+      std::int64_t const n = count.empty() ? 0 : count[std::size_t(r)];
+      f(p) = r == pad ? 0.0f : ::kembed::detail::bag_factor(n, mean, !mean, inputs[p]);
+    }
+    return f;
+  }
+  // Each of this rank's rows' count: its positions in this call, or its batch count
+  // (scale_grad_by_freq=batch; never below the call's).
+  std::vector<std::int64_t> row_counts(std::vector<std::int64_t> const& local,
+                                       batch_counts_type const& batch_counts) const {
+    std::vector<std::int64_t> count(std::size_t(rows_.size()), 0);
+    for (auto const r : local) ++count[std::size_t(r)];
+    if (config_.scale_grad_by_freq != FreqScale::batch) return count;
+    if (std::int64_t(batch_counts.extent(0)) != rows_.size())
+      throw InvalidArgument("batch_counts", "scale_grad_by_freq is 'batch': give batch_counts of this rank's " +
+                                                std::to_string(rows_.size()) + " rows (has " +
+                                                std::to_string(batch_counts.extent(0)) + ")");
+    auto const batch = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), batch_counts);
+    for (std::int64_t r = 0; r < rows_.size(); ++r) {
+      if (std::int64_t(batch(r)) < count[std::size_t(r)])
+        throw InvalidArgument("batch_counts", "batch_counts gives row " + std::to_string(rows_.begin + r) +
+                                                  " fewer positions than this call holds; batch counts are the "
+                                                  "whole batch's");
+      count[std::size_t(r)] = std::int64_t(batch(r));
+    }
+    return count;
   }
 
   // What arrived, as this rank's local rows, in the space's memory.

@@ -165,7 +165,7 @@ class Team {
       sharded_.backward_sparse(IdsRef(ids, Shape{n}), FloatsRef(dy, Shape{n, d}), carry, tally, batch_counts);
     }
     // A bag batch: each rank turns its bags into positions with their terms and
-    // factors (EmbeddingBag::position_terms over the whole table's shape; max over
+    // factors' inputs (EmbeddingBag::position_terms over the whole table's shape; max over
     // the whole table, for its argmax), which go to their rows' owners.
     void use_bags(ExecutionSpace const& space, Pooling pooling, FloatsRef const* table) {
       BagOptions o;
@@ -205,18 +205,20 @@ class Team {
     }
 
     struct Positions {
-      std::vector<float> terms, factors;
+      std::vector<float> terms;
+      typename ShardedEmbedding<ExecutionSpace>::FactorInputs factors;  // n or w per position
       bool factored = false;  // the same on every rank: mean or weights
     };
-    // A bag call's positions on the host: their terms and factors. What this rank
-    // alone refuses goes to `refused`, for every rank to hear in the exchange (a
-    // throw here would leave the other ranks waiting in it). A rank whose part of the
-    // call holds no bag has no terms, and still takes part.
+    // A bag call's positions on the host: their terms and what their factors are
+    // formed from. What this rank alone refuses goes to `refused`, for every rank to
+    // hear in the exchange (a throw here would leave the other ranks waiting in it).
+    // A rank whose part of the call holds no bag has no terms, and still takes part.
     Positions as_positions(ExecutionSpace const& space, job::BagCall const& in, std::string& refused) const {
       Positions out;
-      out.factored = reader_->pooling() == Pooling::mean || in.weighted;
+      out.factors.mean = reader_->pooling() == Pooling::mean;
+      out.factored = out.factors.mean || in.weighted;
       out.terms.resize(std::size_t(in.positions * config().embedding_dim));
-      out.factors.resize(out.factored ? std::size_t(in.positions) : 0);
+      out.factors.values.resize(out.factored ? std::size_t(in.positions) : 0);
       if (in.bags == 0) return out;
       try {
         form_terms(space, in, out);
@@ -234,20 +236,22 @@ class Team {
       auto const dy = Kokkos::create_mirror_view_and_copy(
           memory(), Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
                         in.dy, in.bags, d));
-      typename EmbeddingBag<ExecutionSpace>::weights_type weights, factors;
+      typename EmbeddingBag<ExecutionSpace>::weights_type weights;
       if (in.weighted)
         weights = Kokkos::create_mirror_view_and_copy(
             memory(), Kokkos::View<float const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(in.weights, in.positions));
       typename ShardedEmbedding<ExecutionSpace>::matrix_type terms("kembed::mpi::terms", in.positions, d);
-      reader_->position_terms(space, ids, offsets, dy, weights, terms, factors);
+      typename EmbeddingBag<ExecutionSpace>::factor_inputs_type factor_inputs;
+      reader_->position_terms(space, ids, offsets, dy, weights, terms, factor_inputs);
       Kokkos::deep_copy(space,
                         Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
                             out.terms.data(), in.positions, d),
                         terms);
       if (out.factored) {
         Kokkos::deep_copy(
-            space, Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(out.factors.data(), in.positions),
-            factors);
+            space,
+            Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(out.factors.values.data(), in.positions),
+            factor_inputs);
       }
       space.fence();
     }
