@@ -188,11 +188,10 @@ inline std::int64_t sum_tile_host(std::int64_t begin, std::int64_t end, std::int
 
 #if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__HIPCC__) && !defined(__SYCL_DEVICE_ONLY__)
 #define KEMBED_HOST_VECTOR_TILE 1
-// sum_tile_host<64, false> with the tile as vectors of Lanes floats (GCC's vector
+// sum_tile_host<64, Weighted> with the tile as vectors of Lanes floats (GCC's vector
 // extension: one IEEE addition per lane; 4, 8 or 16 lanes as the copy's registers
 // hold), which the compiler keeps in registers: as a float array it lived on the
-// stack, stored after each row and copied out 16 bytes at a time. (A weighted bag
-// keeps the array: GCC vectorises fma_rn over an array, not over a vector's lanes.)
+// stack, stored after each row and copied out 16 bytes at a time.
 template <int Lanes>
 struct HostVector;  // Lanes floats (GCC takes no vector_size that depends on a parameter)
 template <>
@@ -208,18 +207,48 @@ struct HostVector<16> {
   typedef float type __attribute__((vector_size(64)));
 };
 
-template <int Lanes, class IdView, class Table>
+// A weighted tile's fused multiply-add on each lane: GCC does not vectorise fma_rn over
+// a vector's lanes (5x slower than the array), so the x86 instruction is named, in
+// functions that target it (the copies of run_wide that use them do too).
+#if defined(__x86_64__) && !defined(__clang__)
+#define KEMBED_HOST_FMA_TILE 1
+// (By reference: a vector passed by value to such a function changes the call's ABI.)
+__attribute__((target("avx2,fma"))) inline void fma_lanes(HostVector<8>::type const& row, HostVector<8>::type const& w,
+                                                          HostVector<8>::type& acc) {
+  acc = __builtin_ia32_vfmaddps256(row, w, acc);
+}
+__attribute__((target("avx512f"))) inline void fma_lanes(HostVector<16>::type const& row, HostVector<16>::type const& w,
+                                                         HostVector<16>::type& acc) {
+  acc = __builtin_ia32_vfmaddps512_mask(row, w, acc, static_cast<unsigned short>(0xffff), 4);  // 4: current rounding
+}
+#endif
+template <int Lanes, bool Weighted>
+inline constexpr bool vector_tile = !Weighted
+#ifdef KEMBED_HOST_FMA_TILE
+                                    || Lanes >= 8
+#endif
+    ;
+
+template <int Lanes, bool Weighted, class IdView, class Table, class Weights>
 inline std::int64_t sum_tile_vectors(std::int64_t begin, std::int64_t end, std::int64_t c0, IdView const& ids,
-                                     Table const& weight, std::int64_t pad, float* const out) {
+                                     Table const& weight, Weights const& w, std::int64_t pad, float* const out) {
   using vec = typename HostVector<Lanes>::type;
   static_assert(sizeof(vec) == 4 * Lanes, "a vector of Lanes floats");
+  static_assert(vector_tile<Lanes, Weighted>, "a weighted vector tile needs the copy's fused multiply-add");
   constexpr int parts = host_bag_tile / Lanes;
-  auto const step = [&](vec* acc, float const* row) {  // acc = acc + row
+  auto const step = [&](vec* acc, float const* row, std::int64_t p) {  // acc = acc + row, or fma(row, w, acc)
+    vec wp{};
+    if constexpr (Weighted) wp = wp + w(p);  // w(p) in every lane
 #pragma GCC unroll 16
     for (int j = 0; j < parts; ++j) {
       vec v;
       __builtin_memcpy(&v, row + Lanes * j, sizeof v);
-      acc[j] = acc[j] + v;
+#ifdef KEMBED_HOST_FMA_TILE
+      if constexpr (Weighted)
+        fma_lanes(v, wp, acc[j]);
+      else
+#endif
+        acc[j] = acc[j] + v;
     }
   };
   std::int64_t p = first_counting(ids, weight, begin, end, pad, c0, host_bag_tile);
@@ -228,13 +257,13 @@ inline std::int64_t sum_tile_vectors(std::int64_t begin, std::int64_t end, std::
     return 0;
   }
   vec acc[parts] = {};  // +0.0: the first step takes -0.0 to +0.0, as the fold does
-  step(acc, &weight(static_cast<std::int64_t>(ids(p)), c0));
+  step(acc, &weight(static_cast<std::int64_t>(ids(p)), c0), p);
   std::int64_t n = 1;
   for (++p; p < end; ++p) {
     fetch_row_ahead(ids, weight, p, c0, host_bag_tile);
     auto const r = static_cast<std::int64_t>(ids(p));
     if (r == pad) continue;
-    step(acc, &weight(r, c0));
+    step(acc, &weight(r, c0), p);
     ++n;
   }
 #pragma GCC unroll 16
@@ -252,13 +281,19 @@ inline void sum_bag_host(std::int64_t begin, std::int64_t end, IdView const& ids
   for (std::int64_t c0 = 0; c0 < d; c0 += host_bag_tile) {
     std::int64_t const width = d - c0 < host_bag_tile ? d - c0 : host_bag_tile;
     float* const o = out + c0;
-    if (width == host_bag_tile && weighted)
-      n = sum_tile_host<host_bag_tile, true>(begin, end, width, c0, ids, weight, w, pad, o);
-    else if (width == host_bag_tile)
 #ifdef KEMBED_HOST_VECTOR_TILE
-      n = sum_tile_vectors<Lanes>(begin, end, c0, ids, weight, pad, o);
+    if (width == host_bag_tile && weighted) {
+      if constexpr (vector_tile<Lanes, true>)
+        n = sum_tile_vectors<Lanes, true>(begin, end, c0, ids, weight, w, pad, o);
+      else
+        n = sum_tile_host<host_bag_tile, true>(begin, end, width, c0, ids, weight, w, pad, o);
+    } else if (width == host_bag_tile) {
+      n = sum_tile_vectors<Lanes, false>(begin, end, c0, ids, weight, w, pad, o);
+    }
 #else
-      n = sum_tile_host<host_bag_tile, false>(begin, end, width, c0, ids, weight, w, pad, o);
+    if (width == host_bag_tile)
+      n = weighted ? sum_tile_host<host_bag_tile, true>(begin, end, width, c0, ids, weight, w, pad, o)
+                   : sum_tile_host<host_bag_tile, false>(begin, end, width, c0, ids, weight, w, pad, o);
 #endif
     else
       n = weighted ? sum_tile_host<0, true>(begin, end, width, c0, ids, weight, w, pad, o)
@@ -323,12 +358,14 @@ void bag_forward_shaped(
     Kokkos::parallel_for("kembed::bag_forward", Range<ExecutionSpace>(space, 0, runs), [=](std::int64_t k) {
       run_wide(isa, [&](auto lanes) {
         std::int64_t const last = (k + 1) * host_bag_run < count ? (k + 1) * host_bag_run : count;
+        std::int64_t begin = bounds(k * host_bag_run);  // then each bag's start is the end before it
         for (std::int64_t b = k * host_bag_run; b < last; ++b) {
-          std::int64_t const begin = bounds(b), end = bounds(b + 1);
+          std::int64_t const end = bounds(b + 1);
           if (pooling == Pooling::max)
             max_bag_host(b, begin, end, ids, weight, pad, &y(b, 0), won);
           else
             sum_bag_host<decltype(lanes)::value>(begin, end, ids, weight, w, pad, pooling, &y(b, 0));
+          begin = end;
         }
       });
     });
