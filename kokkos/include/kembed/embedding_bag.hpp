@@ -381,16 +381,16 @@ class EmbeddingBag {
     if (carry.data() && !in_place) detail::check_finite(space, carry, "carry", "row");
     detail::check_finite(space, dy, "dy", "bag");  // B rows: checked first, so the fold need not report
     detail::ScopedRegion region("kembed::bag_backward");
-    // max's winners-only path reads no position's bag: T int64 not written (16 MB a call
-    // of 2M positions, mostly the kernel zeroing fresh pages).
-    bool const winners_only = config_.pooling == Pooling::max &&
-                              table_.path_for(space, CallShape{t, std::int64_t(dy.extent(0)), in_place, false, true}).argmax;
-    auto const terms = terms_of(space, ids, bags, dy, batch_counts, true, argmax, !winners_only);
+    // Max's winners-only path and the scan plan (detail::WalksBags) read no position's
+    // bag: T int64 not written (16 MB a call of 2M positions).
+    auto terms = terms_of(space, ids, bags, dy, batch_counts, true, argmax, false);
+    auto const path = table_.path_for(space, CallShape{t, std::int64_t(dy.extent(0)), in_place,
+                                                       terms.scale.data() != nullptr, config_.pooling == Pooling::max});
+    bool const walks_bags = path.argmax || (path.plan == Plan::scan && !path.listed && path.mode != Mode::fast &&
+                                            config_.pooling != Pooling::max);
+    if (!walks_bags) terms.bag = detail::bag_of_positions(space, bags, t);
     if (cfg.scale_grad_by_freq == FreqScale::batch && t > 0) check_batch_covers(space, ids, batch_counts);
-    table_.fold_path(space,
-                     table_.path_for(space, CallShape{t, std::int64_t(dy.extent(0)), in_place,
-                                                      terms.scale.data() != nullptr, config_.pooling == Pooling::max}),
-                     ids, terms, carry, grad, counts, FreqScale::none, batch_counts_type{});
+    table_.fold_path(space, path, ids, terms, carry, grad, counts, FreqScale::none, batch_counts_type{});
   }
 
   // The checks every backward makes before anything is written.
@@ -487,6 +487,7 @@ class EmbeddingBag {
     detail::BagTerms<memory_space> terms;
     terms.dy = dy;
     terms.positions = t;
+    terms.bounds = bags.bounds;
     if (with_bags) terms.bag = detail::bag_of_positions(space, bags, t);
     if (config_.pooling == Pooling::max && argmax.data()) {
       terms.won = argmax;

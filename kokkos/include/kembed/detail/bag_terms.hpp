@@ -13,7 +13,8 @@ template <class MemorySpace>
 struct BagTerms {
   using memory_space = MemorySpace;
   Kokkos::View<float const**, Kokkos::LayoutRight, MemorySpace> dy;          // (B, d)
-  Kokkos::View<std::int64_t const*, MemorySpace> bag;                        // (T): b(p)
+  Kokkos::View<std::int64_t const*, MemorySpace> bag;                        // (T): b(p), where a plan reads it
+  BagBounds<MemorySpace> bounds;                                             // bag b: [bounds(b), bounds(b + 1))
   Kokkos::View<std::int64_t const**, Kokkos::LayoutRight, MemorySpace> won;  // (B, d), max only
   Kokkos::View<float const*, MemorySpace> scale;                             // (T) or empty
   std::int64_t positions = 0;
@@ -45,6 +46,8 @@ template <class M>
 struct TermsCarryFactors<BagTerms<M>> : std::true_type {};
 template <class M>
 struct HasArgmax<BagTerms<M>> : std::true_type {};
+template <class M>
+struct WalksBags<BagTerms<M>> : std::true_type {};
 
 // max's backward in mode identical, without its -0.0 terms: a fold adds each row's
 // terms in ascending position order from the carry, and x + -0.0 = x for every x, so

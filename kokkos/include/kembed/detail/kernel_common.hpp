@@ -165,6 +165,10 @@ struct TermsCarryFactors : std::false_type {};
 // (a max bag's argmax: bag_terms.hpp specialises it and defines backward_argmax).
 template <class Dy>
 struct HasArgmax : std::false_type {};
+// Terms stored bag by bag, one dy row a bag (bag_terms.hpp specialises it): the scan
+// plan walks the bags, holding each bag's row, not each position's bag number.
+template <class Dy>
+struct WalksBags : std::false_type {};
 
 // A term added to a sum: acc + x, or with its factor s as one fused multiply-add,
 // fma(x, s, acc). A row's first term on +0.0 is the same call with acc = +0.0, so
