@@ -209,8 +209,9 @@ struct HostVector<16> {
 
 // A weighted tile's fused multiply-add on each lane: GCC does not vectorise fma_rn over
 // a vector's lanes (5x slower than the array), so the x86 instruction is named, in
-// functions that target it (the copies of run_wide that use them do too).
-#if defined(__x86_64__) && !defined(__clang__)
+// functions that target it (the copies of run_wide that use them do too; a build
+// with one baseline copy has no such instruction to name).
+#if defined(__x86_64__) && !defined(__clang__) && (defined(KEMBED_HOST_AVX2_CLONES) || defined(__AVX2__))
 #define KEMBED_HOST_FMA_TILE 1
 // (By reference: a vector passed by value to such a function changes the call's ABI.)
 __attribute__((target("avx2,fma"))) inline void fma_lanes(HostVector<8>::type const& row, HostVector<8>::type const& w,

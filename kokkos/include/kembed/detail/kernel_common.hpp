@@ -276,9 +276,10 @@ KOKKOS_INLINE_FUNCTION void stream_fence() {
 // -ffp-contract=off fuses nothing else), so both give the same bits; AVX2 halves the instructions of the
 // folds, which are not memory-bound when the gradient slice sits in cache (measured
 // 20-25% at d = 512 on one core). Builds that already target AVX2 (-march=...) need
-// no second copy.
+// no second copy, nor do builds with KEMBED_HOST_ISA_COPIES=OFF (CMake) want one.
 #if defined(KEMBED_HOST_STREAM_STORES) && defined(__x86_64__) && defined(__GNUC__) && !defined(__AVX2__) && \
-    !defined(__CUDACC__) && !defined(__HIPCC__) && !defined(__SYCL_DEVICE_ONLY__)
+    !defined(__CUDACC__) && !defined(__HIPCC__) && !defined(__SYCL_DEVICE_ONLY__) &&                        \
+    !defined(KEMBED_NO_HOST_ISA_COPIES)
 #define KEMBED_HOST_AVX2_CLONES 1
 // flatten: the body (and the view accessors it calls) is inlined here, so the
 // compiler vectorises it for AVX2.
