@@ -80,9 +80,8 @@ struct ScanWalk {
           float const* const row = &dy.dy(g, 0);
           std::int64_t const end = dy.bounds(g + 1);
           for (std::int64_t p = begin; p < end; ++p) {
-            auto const r = static_cast<std::int64_t>(ids(p));
-            std::int64_t const q = pow2 ? r >> shift : r / rows_b;
-            if (r - q * rows_b != rb) continue;
+            std::int64_t r, q;
+            if (!owns(p, rb, r, q)) continue;
             flag |= add_terms(
                 p, r, q, lo, hi, [&](std::int64_t c) { return row[c]; }, at, counter, count, check_terms);
           }
@@ -92,10 +91,8 @@ struct ScanWalk {
       }
     }
     for (std::int64_t p = 0; p < t; ++p) {
-      auto const r = static_cast<std::int64_t>(ids(p));
-      // A shift where it can be: a division costs more than the fold.
-      std::int64_t const q = pow2 ? r >> shift : r / rows_b;
-      if (r - q * rows_b != rb) continue;
+      std::int64_t r, q;
+      if (!owns(p, rb, r, q)) continue;
       // dy is read in order, but one core's hardware prefetcher keeps too few lines
       // in flight (1 thread, V = 1e3, T = 1e6, d = 128: 52 -> 43 ms). Where blocks
       // split the rows, the next position may be another block's: no fetch there.
@@ -105,6 +102,13 @@ struct ScanWalk {
           p, r, q, lo, hi, [&](std::int64_t c) { return dy(p, c); }, at, counter, count, check_terms);
     }
     return flag;
+  }
+
+  // Whether position p's row r is one of row block rb's, and its local row q.
+  KOKKOS_INLINE_FUNCTION bool owns(std::int64_t p, std::int64_t rb, std::int64_t& r, std::int64_t& q) const {
+    r = static_cast<std::int64_t>(ids(p));
+    q = pow2 ? r >> shift : r / rows_b;  // a shift where it can be: a division costs more than the fold
+    return r - q * rows_b == rb;
   }
 
   // Position p's terms term(c), c in [lo, hi), added to row r's sums (local row q).
