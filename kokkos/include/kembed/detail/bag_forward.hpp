@@ -197,14 +197,17 @@ struct HostVector;  // Lanes floats (GCC takes no vector_size that depends on a 
 template <>
 struct HostVector<4> {
   typedef float type __attribute__((vector_size(16)));
+  typedef float unaligned __attribute__((vector_size(16), aligned(4)));  // a store to any float
 };
 template <>
 struct HostVector<8> {
   typedef float type __attribute__((vector_size(32)));
+  typedef float unaligned __attribute__((vector_size(32), aligned(4)));  // a store to any float
 };
 template <>
 struct HostVector<16> {
   typedef float type __attribute__((vector_size(64)));
+  typedef float unaligned __attribute__((vector_size(64), aligned(4)));  // a store to any float
 };
 
 // A weighted tile's fused multiply-add on each lane: GCC does not vectorise fma_rn over
@@ -267,41 +270,47 @@ inline std::int64_t sum_tile_vectors(std::int64_t begin, std::int64_t end, std::
     step(acc, &weight(r, c0), p);
     ++n;
   }
+  // Stored as float vectors, not by memcpy: a byte copy may alias anything, and the
+  // views read for the next bag were loaded again after it.
 #pragma GCC unroll 16
-  for (int j = 0; j < parts; ++j) __builtin_memcpy(out + Lanes * j, &acc[j], sizeof(vec));
+  for (int j = 0; j < parts; ++j) *reinterpret_cast<typename HostVector<Lanes>::unaligned*>(out + Lanes * j) = acc[j];
   return n;
 }
 #endif
 
-template <int Lanes, class IdView, class Table, class Weights>
-inline void sum_bag_host(std::int64_t begin, std::int64_t end, IdView const& ids, Table const& weight, Weights const& w,
-                         std::int64_t pad, Pooling pooling, float* const out) {
-  std::int64_t const d = weight.extent(1);
-  std::int64_t n = 0;
-  bool const weighted = w.extent(0) > 0;
-  for (std::int64_t c0 = 0; c0 < d; c0 += host_bag_tile) {
-    std::int64_t const width = d - c0 < host_bag_tile ? d - c0 : host_bag_tile;
-    float* const o = out + c0;
+// One full tile of a host bag's sum or weighted sum: in vectors where the copy has
+// them (a weighted one needs the copy's fused multiply-add), else as a float array.
+template <int Lanes, bool Weighted, class IdView, class Table, class Weights>
+inline std::int64_t sum_full_tile(std::int64_t begin, std::int64_t end, std::int64_t c0, IdView const& ids,
+                                  Table const& weight, Weights const& w, std::int64_t pad, float* const out) {
 #ifdef KEMBED_HOST_VECTOR_TILE
-    if (width == host_bag_tile && weighted) {
-      if constexpr (vector_tile<Lanes, true>)
-        n = sum_tile_vectors<Lanes, true>(begin, end, c0, ids, weight, w, pad, o);
-      else
-        n = sum_tile_host<host_bag_tile, true>(begin, end, width, c0, ids, weight, w, pad, o);
-    } else if (width == host_bag_tile) {
-      n = sum_tile_vectors<Lanes, false>(begin, end, c0, ids, weight, w, pad, o);
-    }
-#else
-    if (width == host_bag_tile)
-      n = weighted ? sum_tile_host<host_bag_tile, true>(begin, end, width, c0, ids, weight, w, pad, o)
-                   : sum_tile_host<host_bag_tile, false>(begin, end, width, c0, ids, weight, w, pad, o);
+  if constexpr (vector_tile<Lanes, Weighted>)
+    return sum_tile_vectors<Lanes, Weighted>(begin, end, c0, ids, weight, w, pad, out);
+  else
 #endif
-    else
-      n = weighted ? sum_tile_host<0, true>(begin, end, width, c0, ids, weight, w, pad, o)
-                   : sum_tile_host<0, false>(begin, end, width, c0, ids, weight, w, pad, o);
+    return sum_tile_host<host_bag_tile, Weighted>(begin, end, host_bag_tile, c0, ids, weight, w, pad, out);
+}
+
+// Bags [b0, b1) summed, averaged or weighted on the host, their starts and ends from
+// `bounds`: the pooling and the weights resolved once for the run, as template
+// arguments, so that the loop over bags carries no branch of its own (with one per
+// bag, and its loads, a bag of one position took 1.3x as long).
+template <int Lanes, bool Weighted, class Bounds, class IdView, class Table, class Weights, class Out>
+inline void sum_run_host(std::int64_t b0, std::int64_t b1, Bounds const& bounds, IdView const& ids, Table const& weight,
+                         Weights const& w, std::int64_t pad, bool mean, Out const& y) {
+  std::int64_t const d = weight.extent(1), full = d - d % host_bag_tile;
+  std::int64_t begin = bounds(b0);  // then each bag's start is the end before it
+  for (std::int64_t b = b0; b < b1; ++b) {
+    std::int64_t const end = bounds(b + 1);
+    float* const out = &y(b, 0);
+    std::int64_t n = 0;
+    for (std::int64_t c0 = 0; c0 < full; c0 += host_bag_tile)
+      n = sum_full_tile<Lanes, Weighted>(begin, end, c0, ids, weight, w, pad, out + c0);
+    if (full < d) n = sum_tile_host<0, Weighted>(begin, end, d - full, full, ids, weight, w, pad, out + full);
+    if (mean && n > 0)
+      for (std::int64_t c = 0; c < d; ++c) out[c] = out[c] / float(n);
+    begin = end;
   }
-  if (pooling == Pooling::mean && n > 0)
-    for (std::int64_t c = 0; c < d; ++c) out[c] = out[c] / float(n);
 }
 
 // One bag's output row in the device's shape (`lanes` splits the columns over a team's
@@ -357,16 +366,21 @@ void bag_forward_shaped(
     // a fifth of a bag of one position's time.
     std::int64_t const count = bags.count(), runs = (count + host_bag_run - 1) / host_bag_run;
     Kokkos::parallel_for("kembed::bag_forward", Range<ExecutionSpace>(space, 0, runs), [=](std::int64_t k) {
+      std::int64_t const first = k * host_bag_run;
+      std::int64_t const last = first + host_bag_run < count ? first + host_bag_run : count;
       run_wide(isa, [&](auto lanes) {
-        std::int64_t const last = (k + 1) * host_bag_run < count ? (k + 1) * host_bag_run : count;
-        std::int64_t begin = bounds(k * host_bag_run);  // then each bag's start is the end before it
-        for (std::int64_t b = k * host_bag_run; b < last; ++b) {
-          std::int64_t const end = bounds(b + 1);
-          if (pooling == Pooling::max)
+        constexpr int lanes_v = decltype(lanes)::value;
+        if (pooling == Pooling::max) {
+          std::int64_t begin = bounds(first);
+          for (std::int64_t b = first; b < last; ++b) {
+            std::int64_t const end = bounds(b + 1);
             max_bag_host(b, begin, end, ids, weight, pad, &y(b, 0), won);
-          else
-            sum_bag_host<decltype(lanes)::value>(begin, end, ids, weight, w, pad, pooling, &y(b, 0));
-          begin = end;
+            begin = end;
+          }
+        } else if (w.extent(0) > 0) {
+          sum_run_host<lanes_v, true>(first, last, bounds, ids, weight, w, pad, false, y);
+        } else {
+          sum_run_host<lanes_v, false>(first, last, bounds, ids, weight, w, pad, pooling == Pooling::mean, y);
         }
       });
     });
