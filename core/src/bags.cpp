@@ -54,6 +54,16 @@ namespace {
   bad_offsets("hold " + std::to_string(o) + at + ", past the " + std::to_string(t) + " ids");
 }
 
+// Whether entries o[0..n) keep the rules (the first 0, none lower than the one
+// before, none past t), in one pass without a branch per entry, so that it vectorises:
+// a loop stopping at the first bad entry was 7% of a forward of bags of one position.
+template <class T>
+bool keep_the_rules(T const* o, std::int64_t n, std::int64_t t) {
+  bool bad = o[0] != 0;
+  for (std::int64_t i = 1; i < n; ++i) bad |= (o[i] < o[i - 1]) | (static_cast<std::int64_t>(o[i]) > t);
+  return !bad;
+}
+
 }  // namespace
 
 std::int64_t check_offsets(IdsRef const& offsets, std::int64_t t, bool include_last_offset) {
@@ -65,16 +75,18 @@ std::int64_t check_offsets(IdsRef const& offsets, std::int64_t t, bool include_l
     bad_offsets("has " + std::to_string(n) + " entries; want at least " + std::to_string(least) +
                 (include_last_offset ? " with include_last_offset (each bag's start, then T)" : " (one per bag)"));
   if (offsets.data() == nullptr) bad_offsets("has no data (a null pointer)");
+  bool const good = offsets.type() == IdType::int32
+                        ? keep_the_rules(static_cast<std::int32_t const*>(offsets.data()), n, t)
+                        : keep_the_rules(static_cast<std::int64_t const*>(offsets.data()), n, t);
   // No text formed unless an entry is bad: at one position a bag, a string per entry
   // (and a vector grown at the end) made this loop a third of a forward call.
-  std::int64_t before = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
+  for (std::int64_t i = 0, before = 0; !good && i < n; before = offsets.at(i), ++i) {
     auto const o = offsets.at(i);
     if (o < before || o > t || (i == 0 && o != 0)) bad_offset(i, o, before, t);
-    before = o;
   }
-  if (include_last_offset && before != t)
-    bad_offsets("end at " + std::to_string(before) + " but there are " + std::to_string(t) +
+  std::int64_t const last = offsets.at(n - 1);
+  if (include_last_offset && last != t)
+    bad_offsets("end at " + std::to_string(last) + " but there are " + std::to_string(t) +
                 " ids; with include_last_offset the last entry is the number of ids");
   return include_last_offset ? n - 1 : n;
 }
