@@ -49,7 +49,7 @@ struct Sizes {
 
 TEST(EmbeddingBag, ForwardIsTheOracleForEveryPooling) {
   for (auto s : {Sizes{40, 8, 30, 12}, Sizes{1000, 33, 200, 40}, Sizes{7, 1, 50, 3}, Sizes{300, 130, 20, 90},
-                 Sizes{30, 5, 10, 0}})
+                 Sizes{30, 5, 10, 0}, Sizes{500, 64, 120, 20}})
     for (auto pooling : {Pooling::sum, Pooling::mean, Pooling::max})
       for (bool weighted : {false, true})
         for (std::optional<std::int64_t> pad : {std::optional<std::int64_t>{}, std::optional<std::int64_t>{0}}) {
@@ -307,31 +307,35 @@ TEST(EmbeddingBag, TheBucketPlanFoldsFactorsOnEveryPath) {
 // The host's copies of the bag kernels and of the scaled folds (baseline, AVX2 with
 // FMA: detail::run_for; and the forward's AVX-512 copy: detail::run_wide) give the
 // oracle's bits, whichever the CPU picks (a copy the CPU lacks falls back to the
-// best it has). d = 130: two 64-column register tiles and a narrow one.
+// best it has). d = 130: two 64-column register tiles and a narrow one; d = 64: one
+// tile, which has a loop of its own.
 TEST(EmbeddingBag, EveryHostIsaCopyEqualsTheOracles) {
-  std::int64_t const v = 200, d = 130, bags = 60;
-  auto const table = test::table_for(v, d);
+  std::int64_t const v = 200, bags = 60;
   auto const call = random_call(v, bags, 25, 13);
-  auto const dy = dy_for(bags, d, 6);
   auto const t = std::int64_t(call.ids.size());
   IdsRef const ids(call.ids), offsets(call.offsets);
-  for (char const* isa : {"baseline", "avx2", "avx512"})
-    for (auto pooling : {Pooling::sum, Pooling::mean, Pooling::max}) {
-      test::ScopedEnv env("KEMBED_HOST_ISA", isa);
-      SCOPED_TRACE(std::string(isa) + " " + std::string(to_string(pooling)));
-      BagOptions o;
-      o.pooling = pooling;
-      o.embedding.padding_idx = 3;
-      if (pooling == Pooling::mean) o.embedding.scale_grad_by_freq = FreqScale::call;
-      Layer const layer(v, d, FloatsRef(table.data(), Shape{v, d}), o);
-      bool const weighted = pooling == Pooling::sum;
-      FloatsRef const w = weighted ? FloatsRef(call.weights.data(), Shape{t}) : FloatsRef{};
-      reference::BagCall const ref{ids, make_bags(Shape{t}, &offsets, false), weighted ? call.weights.data() : nullptr};
-      EXPECT_TRUE(
-          same_bits(layer.forward(ids, &offsets, w), reference::bag_forward(table.data(), layer.config(), ref)));
-      EXPECT_TRUE(same_bits(layer.backward(ids, &offsets, FloatsRef(dy.data(), Shape{bags, d}), w).values,
-                            reference::bag_backward_identical(table.data(), layer.config(), ref, dy.data(), nullptr)));
-    }
+  for (std::int64_t const d : {130, 64})
+    for (char const* isa : {"baseline", "avx2", "avx512"})
+      for (auto pooling : {Pooling::sum, Pooling::mean, Pooling::max}) {
+        test::ScopedEnv env("KEMBED_HOST_ISA", isa);
+        SCOPED_TRACE(std::string(isa) + " " + std::string(to_string(pooling)) + " d = " + std::to_string(d));
+        auto const table = test::table_for(v, d);
+        auto const dy = dy_for(bags, d, 6);
+        BagOptions o;
+        o.pooling = pooling;
+        o.embedding.padding_idx = 3;
+        if (pooling == Pooling::mean) o.embedding.scale_grad_by_freq = FreqScale::call;
+        Layer const layer(v, d, FloatsRef(table.data(), Shape{v, d}), o);
+        bool const weighted = pooling == Pooling::sum;
+        FloatsRef const w = weighted ? FloatsRef(call.weights.data(), Shape{t}) : FloatsRef{};
+        reference::BagCall const ref{ids, make_bags(Shape{t}, &offsets, false),
+                                     weighted ? call.weights.data() : nullptr};
+        EXPECT_TRUE(
+            same_bits(layer.forward(ids, &offsets, w), reference::bag_forward(table.data(), layer.config(), ref)));
+        EXPECT_TRUE(
+            same_bits(layer.backward(ids, &offsets, FloatsRef(dy.data(), Shape{bags, d}), w).values,
+                      reference::bag_backward_identical(table.data(), layer.config(), ref, dy.data(), nullptr)));
+      }
 }
 
 // A sparse carry listing every third row.

@@ -233,22 +233,39 @@ inline constexpr bool vector_tile = !Weighted
 #endif
     ;
 
-template <int Lanes, bool Weighted, class IdView, class Table, class Weights>
-inline std::int64_t sum_tile_vectors(std::int64_t begin, std::int64_t end, std::int64_t c0, IdView const& ids,
-                                     Table const& weight, Weights const& w, std::int64_t pad, float* const out) {
+// What a host vector tile reads, as raw pointers and sizes taken once per run of
+// bags: read through the views, their fields were loaded again for every bag.
+template <class Id>
+struct HostTileArrays {
+  Id const* ids;
+  std::int64_t n_ids;
+  float const* table;  // row r at table + r * stride
+  std::int64_t stride;
+  float const* w;  // per-sample weights, or null
+};
+template <class IdView, class Table, class Weights>
+HostTileArrays<std::remove_const_t<typename IdView::value_type>> host_tile_arrays(IdView const& ids,
+                                                                                  Table const& weight,
+                                                                                  Weights const& w) {
+  static_assert(!std::is_same_v<typename IdView::array_layout, Kokkos::LayoutStride> &&
+                    std::is_same_v<typename Table::array_layout, Kokkos::LayoutRight>,
+                "contiguous ids and rows");
+  return {ids.data(), std::int64_t(ids.extent(0)), weight.data(), std::int64_t(weight.stride(0)), w.data()};
+}
+
+template <int Lanes, bool Weighted, class Id>
+inline std::int64_t sum_tile_vectors(std::int64_t begin, std::int64_t end, std::int64_t c0, HostTileArrays<Id> const& a,
+                                     std::int64_t pad, float* const out) {
   using vec = typename HostVector<Lanes>::type;
   static_assert(sizeof(vec) == 4 * Lanes, "a vector of Lanes floats");
   static_assert(vector_tile<Lanes, Weighted>, "a weighted vector tile needs the copy's fused multiply-add");
   constexpr int parts = host_bag_tile / Lanes;
-  static_assert(!std::is_same_v<typename IdView::array_layout, Kokkos::LayoutStride> &&
-                    std::is_same_v<typename Table::array_layout, Kokkos::LayoutRight>,
-                "contiguous ids and rows");
-  // Raw pointers, and one loop from the fold's +0.0 (its first step takes -0.0 to
-  // +0.0, as the fold's does): through the views, with the first step apart, GCC's loop
-  // took 1.12x as long at bags of one position.
-  auto const* const id = ids.data();
-  std::int64_t const n_ids = ids.extent(0), stride = weight.stride(0);
-  float const* const rows = weight.data() + c0;
+  // One loop from the fold's +0.0 (its first step takes -0.0 to +0.0, as the fold's
+  // does), over raw pointers: through the views, with the first step apart, GCC's
+  // loop took 1.12x as long at bags of one position.
+  Id const* const id = a.ids;
+  std::int64_t const n_ids = a.n_ids, stride = a.stride;
+  float const* const rows = a.table + c0;
   vec acc[parts] = {};
   std::int64_t n = 0;
   for (std::int64_t p = begin; p < end; ++p) {
@@ -260,7 +277,7 @@ inline std::int64_t sum_tile_vectors(std::int64_t begin, std::int64_t end, std::
     if (r == pad) continue;
     float const* const row = rows + r * stride;
     vec wp{};
-    if constexpr (Weighted) wp = wp + w.data()[p];  // w(p) in every lane
+    if constexpr (Weighted) wp = wp + a.w[p];  // w(p) in every lane
 #pragma GCC unroll 16
     for (int j = 0; j < parts; ++j) {  // acc = acc + row, or fma(row, w, acc)
       vec v;
@@ -282,37 +299,54 @@ inline std::int64_t sum_tile_vectors(std::int64_t begin, std::int64_t end, std::
 }
 #endif
 
-// One full tile of a host bag's sum or weighted sum: in vectors where the copy has
-// them (a weighted one needs the copy's fused multiply-add), else as a float array.
-template <int Lanes, bool Weighted, class IdView, class Table, class Weights>
-inline std::int64_t sum_full_tile(std::int64_t begin, std::int64_t end, std::int64_t c0, IdView const& ids,
-                                  Table const& weight, Weights const& w, std::int64_t pad, float* const out) {
-#ifdef KEMBED_HOST_VECTOR_TILE
-  if constexpr (vector_tile<Lanes, Weighted>)
-    return sum_tile_vectors<Lanes, Weighted>(begin, end, c0, ids, weight, w, pad, out);
-  else
-#endif
-    return sum_tile_host<host_bag_tile, Weighted>(begin, end, host_bag_tile, c0, ids, weight, w, pad, out);
+// A mean bag's row divided by its count (n = 0: the +0.0 row stays).
+inline void divide_by_count(float* const out, std::int64_t d, std::int64_t n) {
+  if (n > 0)
+    for (std::int64_t c = 0; c < d; ++c) out[c] = out[c] / float(n);
 }
 
 // Bags [b0, b1) summed, averaged or weighted on the host, their starts and ends from
 // `bounds`: the pooling and the weights resolved once for the run, as template
 // arguments, so that the loop over bags carries no branch of its own (with one per
-// bag, and its loads, a bag of one position took 1.3x as long).
+// bag, and its loads, a bag of one position took 1.3x as long). Full tiles in vectors
+// where the copy has them (a weighted one needs the copy's fused multiply-add), the
+// rest as float arrays; a table one tile wide (d = 64) has a loop of its own, its
+// arrays as raw pointers (through the general loop, bags of one position took 1.28x
+// as long).
 template <int Lanes, bool Weighted, class Bounds, class IdView, class Table, class Weights, class Out>
 inline void sum_run_host(std::int64_t b0, std::int64_t b1, Bounds const& bounds, IdView const& ids, Table const& weight,
                          Weights const& w, std::int64_t pad, bool mean, Out const& y) {
   std::int64_t const d = weight.extent(1), full = d - d % host_bag_tile;
   std::int64_t begin = bounds(b0);  // then each bag's start is the end before it
+#ifdef KEMBED_HOST_VECTOR_TILE
+  auto const arrays = host_tile_arrays(ids, weight, w);
+  if constexpr (vector_tile<Lanes, Weighted>) {
+    if (d == host_bag_tile) {
+      for (std::int64_t b = b0; b < b1; ++b) {
+        std::int64_t const end = bounds(b + 1);
+        std::int64_t const n = sum_tile_vectors<Lanes, Weighted>(begin, end, 0, arrays, pad, &y(b, 0));
+        if (mean) divide_by_count(&y(b, 0), d, n);
+        begin = end;
+      }
+      return;
+    }
+  }
+#endif
   for (std::int64_t b = b0; b < b1; ++b) {
     std::int64_t const end = bounds(b + 1);
     float* const out = &y(b, 0);
     std::int64_t n = 0;
-    for (std::int64_t c0 = 0; c0 < full; c0 += host_bag_tile)
-      n = sum_full_tile<Lanes, Weighted>(begin, end, c0, ids, weight, w, pad, out + c0);
+    for (std::int64_t c0 = 0; c0 < full; c0 += host_bag_tile) {
+#ifdef KEMBED_HOST_VECTOR_TILE
+      if constexpr (vector_tile<Lanes, Weighted>) {
+        n = sum_tile_vectors<Lanes, Weighted>(begin, end, c0, arrays, pad, out + c0);
+        continue;
+      }
+#endif
+      n = sum_tile_host<host_bag_tile, Weighted>(begin, end, host_bag_tile, c0, ids, weight, w, pad, out + c0);
+    }
     if (full < d) n = sum_tile_host<0, Weighted>(begin, end, d - full, full, ids, weight, w, pad, out + full);
-    if (mean && n > 0)
-      for (std::int64_t c = 0; c < d; ++c) out[c] = out[c] / float(n);
+    if (mean) divide_by_count(out, d, n);
     begin = end;
   }
 }
