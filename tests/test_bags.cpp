@@ -49,7 +49,7 @@ struct Sizes {
 
 TEST(EmbeddingBag, ForwardIsTheOracleForEveryPooling) {
   for (auto s : {Sizes{40, 8, 30, 12}, Sizes{1000, 33, 200, 40}, Sizes{7, 1, 50, 3}, Sizes{300, 130, 20, 90},
-                 Sizes{30, 5, 10, 0}, Sizes{500, 64, 120, 20}})
+                 Sizes{30, 5, 10, 0}, Sizes{500, 64, 120, 20}, Sizes{200, 128, 70, 6}})
     for (auto pooling : {Pooling::sum, Pooling::mean, Pooling::max})
       for (bool weighted : {false, true})
         for (std::optional<std::int64_t> pad : {std::optional<std::int64_t>{}, std::optional<std::int64_t>{0}}) {
@@ -307,14 +307,14 @@ TEST(EmbeddingBag, TheBucketPlanFoldsFactorsOnEveryPath) {
 // The host's copies of the bag kernels and of the scaled folds (baseline, AVX2 with
 // FMA: detail::run_for; and the forward's AVX-512 copy: detail::run_wide) give the
 // oracle's bits, whichever the CPU picks (a copy the CPU lacks falls back to the
-// best it has). d = 130: two 64-column register tiles and a narrow one; d = 64: one
-// tile, which has a loop of its own.
+// best it has). d = 130: two 64-column register tiles and a narrow one; d = 64 and
+// 128: one and two tiles, which have a loop of their own.
 TEST(EmbeddingBag, EveryHostIsaCopyEqualsTheOracles) {
   std::int64_t const v = 200, bags = 60;
   auto const call = random_call(v, bags, 25, 13);
   auto const t = std::int64_t(call.ids.size());
   IdsRef const ids(call.ids), offsets(call.offsets);
-  for (std::int64_t const d : {130, 64})
+  for (std::int64_t const d : {130, 64, 128})
     for (char const* isa : {"baseline", "avx2", "avx512"})
       for (auto pooling : {Pooling::sum, Pooling::mean, Pooling::max}) {
         test::ScopedEnv env("KEMBED_HOST_ISA", isa);
