@@ -567,8 +567,9 @@ TEST(EmbeddingBag, KernelsAndRegionsAreNamedKembed) {
 }
 
 // `auto` weighs a bag call by its dy rows (bags), not its positions: at 2-4 threads a
-// call with 8 positions per table row but fewer bags than 8 V takes the bucket plan,
-// where an unpooled call of as many positions sorts. The region names the plan run.
+// call with 8 positions per table row in 512 bags of 128 takes the bucket plan where
+// its terms carry factors (mean) and scans where they do not (sum), while an unpooled
+// call of as many positions sorts. The region names the plan run.
 TEST(EmbeddingBag, AutoPlanWeighsBagsNotPositions) {
   std::int64_t const v = 8200, d = 64, bags = 512, t = 8 * v;  // a 2.1 MB gradient
   std::vector<std::int64_t> ids(static_cast<std::size_t>(t)), offsets(static_cast<std::size_t>(bags));
@@ -577,21 +578,26 @@ TEST(EmbeddingBag, AutoPlanWeighsBagsNotPositions) {
   auto const dy = dy_for(bags, d, 3);
   bool const host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, Space::memory_space>::accessible;
   auto const threads = Space().concurrency();
-  Plan const want = detail::auto_plan(host, threads, v, d, t, bags);
-  if (host && threads >= 2 && threads <= 4) {
-    EXPECT_EQ(want, Plan::bucket);
-    EXPECT_EQ(detail::auto_plan(host, threads, v, d, t), Plan::sort);
+  for (Pooling const pooling : {Pooling::mean, Pooling::sum}) {
+    SCOPED_TRACE(to_string(pooling));
+    bool const factors = pooling == Pooling::mean;
+    Plan const want = detail::auto_plan(host, threads, v, d, t, bags, factors);
+    if (host && threads >= 2 && threads <= 4) {
+      EXPECT_EQ(want, factors ? Plan::bucket : Plan::scan);
+      EXPECT_EQ(detail::auto_plan(host, threads, v, d, t), Plan::sort);
+    }
+    BagOptions o;  // plan auto
+    o.pooling = pooling;
+    auto const layer = Layer::backward_only(Space(), v, d, o);
+    IdsRef const i(ids), off(offsets);
+    bag_regions.clear();
+    Kokkos::Tools::Experimental::set_push_region_callback(on_bag_region);
+    auto const got = layer.backward(i, &off, FloatsRef(dy.data(), Shape{bags, d}));
+    Kokkos::Tools::Experimental::set_push_region_callback(nullptr);
+    std::string const region = std::string("kembed::backward[identical,") + std::string(to_string(want)) + "]";
+    EXPECT_EQ(bag_regions.count(region), 1u) << "region never seen: " << region;
+    EXPECT_EQ(layer.embedding().path_for(Space(), CallShape{t, bags, false, factors}).plan, want);
   }
-  BagOptions o;  // plan auto
-  auto const layer = Layer::backward_only(Space(), v, d, o);
-  IdsRef const i(ids), off(offsets);
-  bag_regions.clear();
-  Kokkos::Tools::Experimental::set_push_region_callback(on_bag_region);
-  auto const got = layer.backward(i, &off, FloatsRef(dy.data(), Shape{bags, d}));
-  Kokkos::Tools::Experimental::set_push_region_callback(nullptr);
-  std::string const region = std::string("kembed::backward[identical,") + std::string(to_string(want)) + "]";
-  EXPECT_EQ(bag_regions.count(region), 1u) << "region never seen: " << region;
-  EXPECT_EQ(layer.embedding().path_for(Space(), CallShape{t, bags, false, false}).plan, want);
 }
 
 // max in mode identical with plan auto on a host adds only each (bag, column)'s

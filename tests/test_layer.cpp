@@ -248,10 +248,26 @@ TEST(Plans, AutoFollowsTheMeasuredRule) {
     EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, 8 * (mib / 32 + 1)), Plan::sort);
     // A bag call's terms read a dy row per bag: the rule counts dy rows, not positions.
     EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, 8 * (mib / 32 + 1), 8 * (mib / 32 + 1) - 1), Plan::bucket);
-    EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, std::int64_t{1} << 62, 8 * (mib / 32 + 1)), Plan::sort);
+    EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, 16 * 8 * (mib / 32 + 1) - 1, 8 * (mib / 32 + 1)), Plan::sort);
     EXPECT_EQ(auto_plan(true, threads, std::int64_t{1} << 40, d, std::int64_t{1} << 43), Plan::sort);
     EXPECT_EQ(auto_plan(true, threads, std::int64_t{1} << 40, d, (std::int64_t{1} << 43) - 1), Plan::bucket);
   }
+  // Bag calls (dy_rows bags of t positions). One thread: scan from 2 positions per
+  // bag, at any size. 2-4 threads, sum bags: scan from 16 per bag, up to 32 MiB of
+  // gradient, where the scan's column slices are at most 64 floats.
+  std::int64_t const huge = std::int64_t{1} << 40;
+  EXPECT_EQ(auto_plan(true, 1, huge, 128, 2000, 1000), Plan::scan);
+  EXPECT_EQ(auto_plan(true, 1, huge, 128, 1999, 1000), Plan::bucket);
+  EXPECT_EQ(auto_plan(true, 1, huge, 128, 0, 0), Plan::bucket);                // no bags
+  EXPECT_EQ(auto_plan(true, 2, 65536, 128, 16000, 1000), Plan::scan);          // 32 MiB, slices of 64
+  EXPECT_EQ(auto_plan(true, 2, 65536, 128, 16000, 1000, true), Plan::bucket);  // terms with factors
+  EXPECT_EQ(auto_plan(true, 1, huge, 128, 2000, 1000, true), Plan::scan);
+  EXPECT_EQ(auto_plan(true, 2, 65537, 128, 16000, 1000), Plan::bucket);
+  EXPECT_EQ(auto_plan(true, 2, 65536, 128, 15999, 1000), Plan::bucket);
+  EXPECT_EQ(auto_plan(true, 2, 32768, 256, 16000, 1000), Plan::bucket);  // slices of 128
+  EXPECT_EQ(auto_plan(true, 4, 32768, 256, 16000, 1000), Plan::scan);    // 4 slices of 64
+  EXPECT_EQ(auto_plan(true, 2, mib / 2, 16, 16000, 1000), Plan::scan);   // rows split
+  EXPECT_EQ(auto_plan(true, 8, 65536, 128, 16000, 1000), Plan::bucket);
   // More threads: bucket past 2 MiB, the contract's V * T rule below.
   EXPECT_EQ(auto_plan(true, 8, mib / 32 + 1, d, 1), Plan::bucket);
   EXPECT_EQ(auto_plan(true, 8, 1 << 13, 1, 1 << 13), Plan::sort);

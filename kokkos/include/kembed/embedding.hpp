@@ -159,11 +159,13 @@ class Embedding {
   // rule measured on 2 cores: docs/PERFORMANCE.md).
   Plan plan_for(std::int64_t positions) const { return plan_for(space_, positions); }
   // As above, for the execution space instance a call runs on.
-  // (`dy_rows`: the rows of dy its terms read, a bag call's bags; unpooled, T.)
-  Plan plan_for(ExecutionSpace const& space, std::int64_t positions, std::int64_t dy_rows = -1) const {
+  // (`dy_rows`: the rows of dy its terms read, a bag call's bags; unpooled, T;
+  // `factors`: its terms carry their own factors.)
+  Plan plan_for(ExecutionSpace const& space, std::int64_t positions, std::int64_t dy_rows = -1,
+                bool factors = false) const {
     if (config_.plan != Plan::automatic) return config_.plan;
     return detail::auto_plan(host_memory, space.concurrency(), config_.num_embeddings, config_.embedding_dim, positions,
-                             dy_rows < 0 ? positions : dy_rows);
+                             dy_rows < 0 ? positions : dy_rows, factors);
   }
 
   // The path backward takes for an unpooled call of `positions` on `space`
@@ -187,7 +189,7 @@ class Embedding {
     // and scan where asked, or on one thread (V = 1e5, d = 64, 2,048 mean bags of 32:
     // 3.7 -> 2.1 ms; on two, whose column halves walk every term, sort's 2.5 ms beat
     // scan's 2.8-4.2).
-    path.plan = config_.mode == Mode::identical ? plan_for(space, positions, call.dy_rows) : Plan::sort;
+    path.plan = config_.mode == Mode::identical ? plan_for(space, positions, call.dy_rows, call.factors) : Plan::sort;
     if (path.plan == Plan::bucket && positions >= detail::bucket_max_positions) path.plan = Plan::sort;
     bool const scan_factors = path.plan == Plan::scan && (config_.plan == Plan::scan || space.concurrency() == 1);
     bool const folds_factors = path.plan == Plan::bucket || scan_factors;

@@ -22,6 +22,9 @@ struct AutoThresholds {
   static constexpr std::int64_t scan_narrow_slice = 64;  // floats
   static constexpr std::int64_t scan_narrow_dy = std::int64_t{4} << 20;
   static constexpr std::int64_t sort_dy_rows_per_row = 8;
+  // Bag calls (positions per dy row, at least).
+  static constexpr std::int64_t scan_bag_positions = 2;           // one thread
+  static constexpr std::int64_t scan_bag_positions_threads = 16;  // 2-4 threads
 };
 
 // On host backends (sizes in bytes):
@@ -31,7 +34,11 @@ struct AutoThresholds {
 //   updates), and when the call has at most V/64 positions and the gradient is at
 //   most 64 MiB (the scan is then one memset and a short walk: V = 1e6, d = 16,
 //   T = 1e3 2.2 ms against the bucket plan's 2.8-9 ms; issue 35); else `bucket`.
-//   Fitted on three earlier runs, then confirmed on fresh ones (docs/PERFORMANCE.md);
+//   Fitted on three earlier runs, then confirmed on fresh ones (docs/PERFORMANCE.md).
+//   A bag call of at least 2 positions per bag: `scan` at any size. Its terms read one
+//   dy row per bag, which stays in cache, so the scan's gradient updates are its only
+//   scattered traffic (sum, Zipf ids, bags of 2 to 128, V = 1e5 to 1e7, d = 64 and
+//   128: 1.03-2.1x faster than bucket; issue 37);
 // - 2-4 threads, gradient at most 2 MiB: `scan` while dy is at most 256 KiB (one
 //   launch, no sort: a few microseconds), and from 4 MiB of dy where the scan
 //   splits the columns into slices of at most 64 floats (each thread streams its
@@ -49,7 +56,14 @@ struct AutoThresholds {
 //   terms read one dy row per bag (B, not T): its dy stays in cache, and the sort's
 //   pass over T ids is what is left to pay (V = 1e5, 16,384 bags of 128 Zipf ids,
 //   d = 64 and 128, sum, mean, weighted, fixed and variable lengths: bucket 1.07-1.7x
-//   faster than sort at every point). Otherwise `bucket` (its updates stay in cache,
+//   faster than sort at every point). A sum bag call of at least 16 positions per
+//   bag, a gradient of at most 32 MiB and the scan's column slices at most 64 floats:
+//   `scan` (V = 1e5, d = 64, 2,048 and 16,384 bags of 32 and 128: 1.05-1.36x faster
+//   than bucket; d = 16, 16,384 bags of 128: 1.6-3x; V = 5e4, d = 128: 1.02-1.13x.
+//   At 2-8 positions per bag the two were even or bucket faster, at d = 256 (slices
+//   of 128) bucket by 1.2-1.3x, and at larger gradients bucket was even or up to
+//   2.3x faster; with factors, mean or weighted, bucket was 1.3-1.6x faster at bags
+//   of 32 and even at 128). Otherwise `bucket` (its updates stay in cache,
 //   each gradient row is written once, and a hot bucket's rows are shared out, where
 //   the scan re-reads every id on every thread);
 // - past 4 threads: `bucket` for gradients over 2 MiB, and the contract's V * T
@@ -57,15 +71,19 @@ struct AutoThresholds {
 // A device backend sorts, in its device shape (row_index.hpp, fold.hpp): the scan's
 // thousands of blocks would each walk every position, and a hot bucket serialises
 // on one team's scratch pad (docs/DESIGN.md, "Device backends").
-// `dy_rows`: the rows of dy the call's terms read (T unpooled, B for bags).
+// `dy_rows`: the rows of dy the call's terms read (T unpooled, B for bags);
+// `factors`: the terms carry their own factors (mean or weighted bags).
 inline Plan auto_plan(bool host, std::int64_t threads, std::int64_t v, std::int64_t d, std::int64_t t,
-                      std::int64_t dy_rows) {
+                      std::int64_t dy_rows, bool factors = false) {
   if (!host) return Plan::sort;
   using K = AutoThresholds;
   std::int64_t const row_bytes = d * std::int64_t(sizeof(float));
   // rows * row_bytes <= bytes, without forming a product that could overflow.
   auto const at_most = [&](std::int64_t rows, std::int64_t bytes) { return rows <= bytes / row_bytes; };
+  // A bag call of at least k positions per bag (its terms read one dy row per bag).
+  auto const bags_of = [&](std::int64_t k) { return dy_rows > 0 && dy_rows <= t / k; };
   if (threads <= 1) {
+    if (bags_of(K::scan_bag_positions)) return Plan::scan;
     bool const scan = at_most(v, K::scan_gradient) ||
                       (!at_most(t, K::scan_large_dy) && at_most(v, K::scan_large_dy_gradient)) ||
                       (t <= v / K::scan_few_positions_rows && at_most(v, K::scan_few_positions_gradient));
@@ -78,6 +96,9 @@ inline Plan auto_plan(bool host, std::int64_t threads, std::int64_t v, std::int6
                         !at_most(t, K::scan_narrow_dy);
     return at_most(t, K::scan_tiny_dy) || narrow ? Plan::scan : Plan::sort;
   }
+  if (!factors && bags_of(K::scan_bag_positions_threads) && at_most(v, K::scan_gradient) &&
+      d <= K::scan_narrow_slice * scan_split(threads, v, d).col_blocks)
+    return Plan::scan;
   return v <= dy_rows / K::sort_dy_rows_per_row ? Plan::sort : Plan::bucket;
 }
 inline Plan auto_plan(bool host, std::int64_t threads, std::int64_t v, std::int64_t d, std::int64_t t) {
