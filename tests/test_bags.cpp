@@ -567,36 +567,39 @@ TEST(EmbeddingBag, KernelsAndRegionsAreNamedKembed) {
 }
 
 // `auto` weighs a bag call by its dy rows (bags), not its positions: at 2-4 threads a
-// call with 8 positions per table row in 512 bags of 128 takes the bucket plan where
-// its terms carry factors (mean) and scans where they do not (sum), while an unpooled
-// call of as many positions sorts. The region names the plan run.
+// call with 8 positions per table row in 512 bags of 128 scans, with factors (mean) or
+// without (sum), while an unpooled call of as many positions sorts, and 256 bags of 16
+// (half a position per row) take the bucket plan. The region names the plan run.
 TEST(EmbeddingBag, AutoPlanWeighsBagsNotPositions) {
-  std::int64_t const v = 8200, d = 64, bags = 512, t = 8 * v;  // a 2.1 MB gradient
-  std::vector<std::int64_t> ids(static_cast<std::size_t>(t)), offsets(static_cast<std::size_t>(bags));
-  for (std::int64_t p = 0; p < t; ++p) ids[std::size_t(p)] = (p * 7919) % v;
-  for (std::int64_t b = 0; b < bags; ++b) offsets[std::size_t(b)] = b * (t / bags);
-  auto const dy = dy_for(bags, d, 3);
+  std::int64_t const v = 8200, d = 64;  // a 2.1 MB gradient
+  auto const dy = dy_for(512, d, 3);
   bool const host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, Space::memory_space>::accessible;
   auto const threads = Space().concurrency();
-  for (Pooling const pooling : {Pooling::mean, Pooling::sum}) {
-    SCOPED_TRACE(to_string(pooling));
-    bool const factors = pooling == Pooling::mean;
-    Plan const want = detail::auto_plan(host, threads, v, d, t, bags, factors);
-    if (host && threads >= 2 && threads <= 4) {
-      EXPECT_EQ(want, factors ? Plan::bucket : Plan::scan);
-      EXPECT_EQ(detail::auto_plan(host, threads, v, d, t), Plan::sort);
+  for (std::int64_t const bags : {512, 256}) {
+    std::int64_t const t = bags == 512 ? 8 * v : 16 * bags;
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(t)), offsets(static_cast<std::size_t>(bags));
+    for (std::int64_t p = 0; p < t; ++p) ids[std::size_t(p)] = (p * 7919) % v;
+    for (std::int64_t b = 0; b < bags; ++b) offsets[std::size_t(b)] = b * (t / bags);
+    for (Pooling const pooling : {Pooling::mean, Pooling::sum}) {
+      SCOPED_TRACE(std::string(to_string(pooling)) + ", " + std::to_string(bags) + " bags");
+      bool const factors = pooling == Pooling::mean;
+      Plan const want = detail::auto_plan(host, threads, v, d, t, bags, factors);
+      if (host && threads >= 2 && threads <= 4) {
+        EXPECT_EQ(want, bags == 512 ? Plan::scan : Plan::bucket);
+        if (bags == 512) EXPECT_EQ(detail::auto_plan(host, threads, v, d, t), Plan::sort);
+      }
+      BagOptions o;  // plan auto
+      o.pooling = pooling;
+      auto const layer = Layer::backward_only(Space(), v, d, o);
+      IdsRef const i(ids), off(offsets);
+      bag_regions.clear();
+      Kokkos::Tools::Experimental::set_push_region_callback(on_bag_region);
+      auto const got = layer.backward(i, &off, FloatsRef(dy.data(), Shape{bags, d}));
+      Kokkos::Tools::Experimental::set_push_region_callback(nullptr);
+      std::string const region = std::string("kembed::backward[identical,") + std::string(to_string(want)) + "]";
+      EXPECT_EQ(bag_regions.count(region), 1u) << "region never seen: " << region;
+      EXPECT_EQ(layer.embedding().path_for(Space(), CallShape{t, bags, false, factors}).plan, want);
     }
-    BagOptions o;  // plan auto
-    o.pooling = pooling;
-    auto const layer = Layer::backward_only(Space(), v, d, o);
-    IdsRef const i(ids), off(offsets);
-    bag_regions.clear();
-    Kokkos::Tools::Experimental::set_push_region_callback(on_bag_region);
-    auto const got = layer.backward(i, &off, FloatsRef(dy.data(), Shape{bags, d}));
-    Kokkos::Tools::Experimental::set_push_region_callback(nullptr);
-    std::string const region = std::string("kembed::backward[identical,") + std::string(to_string(want)) + "]";
-    EXPECT_EQ(bag_regions.count(region), 1u) << "region never seen: " << region;
-    EXPECT_EQ(layer.embedding().path_for(Space(), CallShape{t, bags, false, factors}).plan, want);
   }
 }
 

@@ -253,21 +253,39 @@ TEST(Plans, AutoFollowsTheMeasuredRule) {
     EXPECT_EQ(auto_plan(true, threads, std::int64_t{1} << 40, d, (std::int64_t{1} << 43) - 1), Plan::bucket);
   }
   // Bag calls (dy_rows bags of t positions). One thread: scan from 2 positions per
-  // bag, at any size. 2-4 threads, sum bags: scan from 16 per bag, up to 32 MiB of
-  // gradient, where the scan's column slices are at most 64 floats.
+  // bag, at any size. 2-4 threads: scan from 16 per bag where the scan's column
+  // slices are at most 64 floats and there is at least one position per table row
+  // (up to 32 MiB of gradient) or 8 (any size), with factors or without.
   std::int64_t const huge = std::int64_t{1} << 40;
   EXPECT_EQ(auto_plan(true, 1, huge, 128, 2000, 1000), Plan::scan);
   EXPECT_EQ(auto_plan(true, 1, huge, 128, 1999, 1000), Plan::bucket);
-  EXPECT_EQ(auto_plan(true, 1, huge, 128, 0, 0), Plan::bucket);                // no bags
-  EXPECT_EQ(auto_plan(true, 2, 65536, 128, 16000, 1000), Plan::scan);          // 32 MiB, slices of 64
-  EXPECT_EQ(auto_plan(true, 2, 65536, 128, 16000, 1000, true), Plan::bucket);  // terms with factors
+  EXPECT_EQ(auto_plan(true, 1, huge, 128, 0, 0), Plan::bucket);  // no bags
   EXPECT_EQ(auto_plan(true, 1, huge, 128, 2000, 1000, true), Plan::scan);
-  EXPECT_EQ(auto_plan(true, 2, 65537, 128, 16000, 1000), Plan::bucket);
-  EXPECT_EQ(auto_plan(true, 2, 65536, 128, 15999, 1000), Plan::bucket);
-  EXPECT_EQ(auto_plan(true, 2, 32768, 256, 16000, 1000), Plan::bucket);  // slices of 128
-  EXPECT_EQ(auto_plan(true, 4, 32768, 256, 16000, 1000), Plan::scan);    // 4 slices of 64
-  EXPECT_EQ(auto_plan(true, 2, mib / 2, 16, 16000, 1000), Plan::scan);   // rows split
-  EXPECT_EQ(auto_plan(true, 8, 65536, 128, 16000, 1000), Plan::bucket);
+  for (bool factors : {false, true}) {
+    SCOPED_TRACE(factors ? "factors" : "no factors");
+    EXPECT_EQ(auto_plan(true, 2, 65536, 128, 65536, 4000, factors), Plan::scan);    // 32 MiB, 1 per row
+    EXPECT_EQ(auto_plan(true, 2, 65536, 128, 65535, 4000, factors), Plan::bucket);  // under 1 per row
+    EXPECT_EQ(auto_plan(true, 2, 65536, 128, 65536, 4097, factors), Plan::bucket);  // under 16 per bag
+    EXPECT_EQ(auto_plan(true, 2, 65537, 128, 65537, 4000, factors), Plan::bucket);  // past 32 MiB
+    EXPECT_EQ(auto_plan(true, 2, 65537, 128, 8 * 65537 - 1, 4000, factors), Plan::bucket);
+    EXPECT_EQ(auto_plan(true, 2, 65537, 128, 8 * 65537, 4000, factors), Plan::scan);            // 8 per row
+    EXPECT_EQ(auto_plan(true, 3, huge, 64, std::int64_t{1} << 62, 1000, factors), Plan::scan);  // no overflow
+    EXPECT_EQ(auto_plan(true, 2, 32768, 256, 32768, 1000, factors), Plan::bucket);              // slices of 128
+    EXPECT_EQ(auto_plan(true, 4, 32768, 256, 32768, 1000, factors), Plan::scan);                // 4 slices of 64
+    EXPECT_EQ(auto_plan(true, 2, mib / 2, 16, mib / 2, 1000, factors), Plan::scan);             // rows split
+    EXPECT_EQ(auto_plan(true, 8, 65536, 128, 65536, 1000, factors), Plan::bucket);
+    // A gradient of at most 2 MiB: the bag rule first.
+    EXPECT_EQ(auto_plan(true, 2, 8000, 64, 8192, 512, factors), Plan::scan);
+  }
+  // Below it, terms with factors sort on a small gradient (bags of 1 and 8: 2 MiB
+  // of dy, which the sum's rule sorts too), and take the rule before past it.
+  EXPECT_EQ(auto_plan(true, 2, 8000, 64, 65536, 65536, true), Plan::sort);
+  EXPECT_EQ(auto_plan(true, 2, 8000, 64, 8192, 1024, true), Plan::sort);
+  EXPECT_EQ(auto_plan(true, 2, 8000, 64, 8192, 1024), Plan::sort);
+  EXPECT_EQ(auto_plan(true, 2, 4096, 64, 1000, 1000), Plan::scan);  // 256 KiB of dy
+  EXPECT_EQ(auto_plan(true, 2, 4096, 64, 1000, 1000, true), Plan::sort);
+  EXPECT_EQ(auto_plan(true, 8, 1 << 13, 1, (1 << 13) - 1, (1 << 13) - 1, true), Plan::sort);
+  EXPECT_EQ(auto_plan(true, 2, 65537, 128, 65537, 65537, true), Plan::bucket);
   // More threads: bucket past 2 MiB, the contract's V * T rule below.
   EXPECT_EQ(auto_plan(true, 8, mib / 32 + 1, d, 1), Plan::bucket);
   EXPECT_EQ(auto_plan(true, 8, 1 << 13, 1, 1 << 13), Plan::sort);

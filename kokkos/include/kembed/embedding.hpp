@@ -185,15 +185,11 @@ class Embedding {
     // Deterministic mode always sorts. Bucket entries pack the position in 40 bits:
     // a larger batch (a terabyte of ids) sorts instead. Scaling by frequency needs
     // each row's count before its first term: the sort's index has it, so every plan
-    // runs the sort. Terms with their own factors need no count: bucket folds them,
-    // and scan where asked, or on one thread (V = 1e5, d = 64, 2,048 mean bags of 32:
-    // 3.7 -> 2.1 ms; on two, whose column halves walk every term, sort's 2.5 ms beat
-    // scan's 2.8-4.2).
+    // runs the sort. Terms with their own factors need no count: every plan folds
+    // them, and `auto` weighs them (detail::auto_plan).
     path.plan = config_.mode == Mode::identical ? plan_for(space, positions, call.dy_rows, call.factors) : Plan::sort;
     if (path.plan == Plan::bucket && positions >= detail::bucket_max_positions) path.plan = Plan::sort;
-    bool const scan_factors = path.plan == Plan::scan && (config_.plan == Plan::scan || space.concurrency() == 1);
-    bool const folds_factors = path.plan == Plan::bucket || scan_factors;
-    if (path.freq || (path.scaled && !folds_factors)) path.plan = Plan::sort;
+    if (path.freq) path.plan = Plan::sort;
     // A max bag call in mode identical on a host adds each (bag, column)'s one winning
     // term to its row (detail::backward_argmax): the fold's bits from B x d additions.
     // Asked-for plans run as asked.

@@ -25,6 +25,9 @@ struct AutoThresholds {
   // Bag calls (positions per dy row, at least).
   static constexpr std::int64_t scan_bag_positions = 2;           // one thread
   static constexpr std::int64_t scan_bag_positions_threads = 16;  // 2-4 threads
+  // Bag calls on 2-4 threads (positions per table row, at least).
+  static constexpr std::int64_t scan_bag_positions_per_row = 1;        // gradient up to scan_gradient
+  static constexpr std::int64_t scan_bag_positions_per_row_large = 8;  // any gradient
 };
 
 // On host backends (sizes in bytes):
@@ -39,6 +42,23 @@ struct AutoThresholds {
 //   dy row per bag, which stays in cache, so the scan's gradient updates are its only
 //   scattered traffic (sum, Zipf ids, bags of 2 to 128, V = 1e5 to 1e7, d = 64 and
 //   128: 1.03-2.1x faster than bucket; issue 37);
+// - 2-4 threads, a bag call of at least 16 positions per bag whose scan splits the
+//   columns into slices of at most 64 floats, with at least one position per table
+//   row and a gradient of at most 32 MiB, or 8 positions per row at any size: `scan`,
+//   with factors (mean, weighted) or without. Its dy is one row per bag and stays in
+//   cache, where the bucket plan with factors reads a bag number per position. Sum,
+//   mean and weighted, Zipf ids, against bucket: V = 1e5, d = 64, 2,048 bags of 128
+//   and 16,384 of 32 and 128: 1.1-1.6x faster; d = 128, 16,384 x 128: 1.1-1.5x;
+//   V = 2e5, d = 128, 16,384 x 128 (10 per row): 1.05-1.3x; V = 1e6, d = 64,
+//   65,536 x 128 (8 per row, 256 MB): 1.3-1.5x; against sort at V = 4,000-8,000
+//   (2 MiB): 1.2-3.5x. Below those counts the two were even or bucket up to 1.3x
+//   faster (V = 1e5, d = 64, 2,048 x 32, 0.65 per row; d = 128, 51 MB, 2,048 x 32
+//   and 128 and 16,384 x 32, 0.65-5.2 per row), and at d = 256 (slices of 128) bucket
+//   by 1.2-1.3x;
+// - 2-4 threads, other terms with factors on a gradient of at most 2 MiB: `sort`
+//   (bags of 1 weighted, V = 8,000, d = 64: sort 2.1-3.4 ms, scan 4.6, its column
+//   halves each walking every term; at d = 128 scan was faster, 17.8 against 23.9:
+//   mixed, so kept as it was);
 // - 2-4 threads, gradient at most 2 MiB: `scan` while dy is at most 256 KiB (one
 //   launch, no sort: a few microseconds), and from 4 MiB of dy where the scan
 //   splits the columns into slices of at most 64 floats (each thread streams its
@@ -53,17 +73,9 @@ struct AutoThresholds {
 //   it won by 1.1-1.3x at V = 1e5, T = 1e6. At 2-4 positions per row the two traded
 //   places with the ids' distribution, and at V = 1e6 with 3-4 the bucket plan's
 //   smaller histogram won by 1.4-1.9x; at 1 or fewer it won by 1.5-3x. A bag call's
-//   terms read one dy row per bag (B, not T): its dy stays in cache, and the sort's
-//   pass over T ids is what is left to pay (V = 1e5, 16,384 bags of 128 Zipf ids,
-//   d = 64 and 128, sum, mean, weighted, fixed and variable lengths: bucket 1.07-1.7x
-//   faster than sort at every point). A sum bag call of at least 16 positions per
-//   bag, a gradient of at most 32 MiB and the scan's column slices at most 64 floats:
-//   `scan` (V = 1e5, d = 64, 2,048 and 16,384 bags of 32 and 128: 1.05-1.36x faster
-//   than bucket; d = 16, 16,384 bags of 128: 1.6-3x; V = 5e4, d = 128: 1.02-1.13x.
-//   At 2-8 positions per bag the two were even or bucket faster, at d = 256 (slices
-//   of 128) bucket by 1.2-1.3x, and at larger gradients bucket was even or up to
-//   2.3x faster; with factors, mean or weighted, bucket was 1.3-1.6x faster at bags
-//   of 32 and even at 128). Otherwise `bucket` (its updates stay in cache,
+//   terms read one dy row per bag (B, not T), so the sort's pass over T ids is what
+//   is left to pay (V = 1e5, 16,384 bags of 128, d = 64 and 128: bucket 1.07-1.7x
+//   faster than sort at every point). Otherwise `bucket` (its updates stay in cache,
 //   each gradient row is written once, and a hot bucket's rows are shared out, where
 //   the scan re-reads every id on every thread);
 // - past 4 threads: `bucket` for gradients over 2 MiB, and the contract's V * T
@@ -72,7 +84,8 @@ struct AutoThresholds {
 // thousands of blocks would each walk every position, and a hot bucket serialises
 // on one team's scratch pad (docs/DESIGN.md, "Device backends").
 // `dy_rows`: the rows of dy the call's terms read (T unpooled, B for bags);
-// `factors`: the terms carry their own factors (mean or weighted bags).
+// `factors`: the terms carry their own factors (mean or weighted bags, an owner's
+// weighted terms under MPI).
 inline Plan auto_plan(bool host, std::int64_t threads, std::int64_t v, std::int64_t d, std::int64_t t,
                       std::int64_t dy_rows, bool factors = false) {
   if (!host) return Plan::sort;
@@ -89,6 +102,12 @@ inline Plan auto_plan(bool host, std::int64_t threads, std::int64_t v, std::int6
                       (t <= v / K::scan_few_positions_rows && at_most(v, K::scan_few_positions_gradient));
     return scan ? Plan::scan : Plan::bucket;
   }
+  bool const rows_fed = v <= t / K::scan_bag_positions_per_row_large ||
+                        (at_most(v, K::scan_gradient) && v <= t / K::scan_bag_positions_per_row);
+  if (threads <= 4 && bags_of(K::scan_bag_positions_threads) && rows_fed &&
+      d <= K::scan_narrow_slice * scan_split(threads, v, d).col_blocks)
+    return Plan::scan;
+  if (factors && at_most(v, K::small_gradient)) return Plan::sort;
   if (threads > 4) return at_most(v, K::small_gradient) ? resolve_plan(Plan::automatic, v, t) : Plan::bucket;
   if (at_most(v, K::small_gradient)) {
     ScanSplit const split = scan_split(threads, v, d);
@@ -96,9 +115,6 @@ inline Plan auto_plan(bool host, std::int64_t threads, std::int64_t v, std::int6
                         !at_most(t, K::scan_narrow_dy);
     return at_most(t, K::scan_tiny_dy) || narrow ? Plan::scan : Plan::sort;
   }
-  if (!factors && bags_of(K::scan_bag_positions_threads) && at_most(v, K::scan_gradient) &&
-      d <= K::scan_narrow_slice * scan_split(threads, v, d).col_blocks)
-    return Plan::scan;
   return v <= dy_rows / K::sort_dy_rows_per_row ? Plan::sort : Plan::bucket;
 }
 inline Plan auto_plan(bool host, std::int64_t threads, std::int64_t v, std::int64_t d, std::int64_t t) {
