@@ -48,10 +48,10 @@ struct AutoThresholds {
 //   with factors (mean, weighted) or without. Its dy is one row per bag and stays in
 //   cache, where the bucket plan with factors reads a bag number per position. Sum,
 //   mean and weighted, Zipf ids, against bucket: V = 1e5, d = 64, 2,048 bags of 128
-//   and 16,384 of 32 and 128: 1.1-1.6x faster; d = 128, 16,384 x 128: 1.1-1.5x;
+//   and 16,384 of 32 and 128: 1.05-1.6x faster; d = 128, 16,384 x 128: 1.1-1.5x;
 //   V = 2e5, d = 128, 16,384 x 128 (10 per row): 1.05-1.3x; V = 1e6, d = 64,
-//   65,536 x 128 (8 per row, 256 MB): 1.3-1.5x; against sort at V = 4,000-8,000
-//   (2 MiB): 1.2-3.5x. Below those counts the two were even or bucket up to 1.3x
+//   65,536 x 128 (8 per row, 256 MB): 1.35-1.55x; against sort at V = 4,000-8,000
+//   (2 MiB): 1.15-3.5x. Below those counts the two were even or bucket up to 1.3x
 //   faster (V = 1e5, d = 64, 2,048 x 32, 0.65 per row; d = 128, 51 MB, 2,048 x 32
 //   and 128 and 16,384 x 32, 0.65-5.2 per row), and at d = 256 (slices of 128) bucket
 //   by 1.2-1.3x;
