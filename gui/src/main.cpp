@@ -15,21 +15,38 @@
 #include <cstdio>
 #include <cstring>
 
+namespace {
+
+// --help, --version and a bad option are answered as a command-line program answers
+// them, with no display: QApplication aborts where it finds none ("could not connect
+// to display"), so these finish under a QCoreApplication before one is made. A parse
+// that fails where a window can open may only have met Qt's own options (-platform,
+// -style): QApplication takes those out first. Returns false where a window is wanted.
+bool finishes_without_a_window(QCommandLineParser& parser, QCommandLineOption const& help,
+                               QCommandLineOption const& version, int& argc, char** argv) {
+  QStringList args;
+  for (int i = 0; i < argc; ++i) args << QString::fromLocal8Bit(argv[i]);
+  bool const parsed = parser.parse(args);
+  bool display = !qEnvironmentVariableIsEmpty("DISPLAY") || !qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY") ||
+                 !qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM");
+  for (int i = 1; i < argc; ++i) display = display || std::strcmp(argv[i], "-platform") == 0;
+  if (parsed ? !parser.isSet(help) && !parser.isSet(version) && !parser.isSet("help-all") : display) return false;
+  QCoreApplication core(argc, argv);
+  parser.process(core);  // prints the help, the version or the error, and exits
+  return true;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   // As the kembed program: HDF5's exit clean-up is skipped (after a damaged file it may
   // hold state of its own it cannot close; every file kembed opened is closed by then).
   kembed::io::set_up_batch_process();
-  // A screenshot needs no display: choose the offscreen platform before Qt looks for one.
-  for (int i = 1; i < argc; ++i)
-    if (std::strncmp(argv[i], "--screenshot", 12) == 0 && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
-      qputenv("QT_QPA_PLATFORM", "offscreen");
-  QApplication app(argc, argv);
-  QApplication::setApplicationName("kembed-inspector");
-  QApplication::setApplicationVersion(KEMBED_VERSION_STRING);
+  QCoreApplication::setApplicationName("kembed-inspector");
+  QCoreApplication::setApplicationVersion(KEMBED_VERSION_STRING);
   QCommandLineParser parser;
   parser.setApplicationDescription("See where gradients went and why two runs differ.");
-  parser.addHelpOption();
-  parser.addVersionOption();
+  QCommandLineOption const help = parser.addHelpOption(), version = parser.addVersionOption();
   parser.addPositionalArgument("run", "A run file (or a table file) to open", "[RUN.h5]");
   parser.addPositionalArgument("other", "A second run to compare with the first", "[OTHER.h5]");
   QCommandLineOption screenshot("screenshot", "Render a view to a PNG and exit", "OUT.png");
@@ -39,7 +56,13 @@ int main(int argc, char** argv) {
   QCommandLineOption heatmap("heatmap", "What the Gradient view shows: a, b, a-b or all (side by side; two files)",
                              "WHICH", "a");
   parser.addOptions({screenshot, view, size, row_option, heatmap});
-  parser.process(app);
+  // A screenshot needs no display: choose the offscreen platform before Qt looks for one.
+  for (int i = 1; i < argc; ++i)
+    if (std::strncmp(argv[i], "--screenshot", 12) == 0 && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
+      qputenv("QT_QPA_PLATFORM", "offscreen");
+  if (finishes_without_a_window(parser, help, version, argc, argv)) return 1;  // process() exits before this
+  QApplication app(argc, argv);
+  parser.process(app);  // again, now that QApplication has taken its own options (-platform, -style) out
   auto const files = parser.positionalArguments();
   if (files.size() > 2) {
     std::fprintf(stderr, "kembed-inspector: at most two files (a run and one to compare), got %d\n", int(files.size()));
