@@ -1,5 +1,6 @@
 #include "console.hpp"
 
+#include <kembed/io/describe.hpp>
 #include <kembed/job/process.hpp>
 
 #include <unistd.h>
@@ -52,16 +53,7 @@ std::string flag_of(std::string const& setting) {
 }
 
 std::string seconds_text(double s) {
-  char text[48];
-  if (s < 1)
-    std::snprintf(text, sizeof text, "%.1f ms", s * 1e3);
-  else if (s < 60)
-    std::snprintf(text, sizeof text, "%.2f s", s);
-  else if (s < 3600)
-    std::snprintf(text, sizeof text, "%d min %02d s", int(s) / 60, int(s) % 60);
-  else
-    std::snprintf(text, sizeof text, "%d h %02d min", int(s) / 3600, (int(s) % 3600) / 60);
-  return text;
+  return io::seconds_text(s);
 }
 
 std::int64_t peak_rss_bytes() {

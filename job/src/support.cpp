@@ -3,6 +3,7 @@
 #include <kembed/job/detail/support.hpp>
 #include <kembed/job/paths.hpp>
 
+#include <kembed/io/describe.hpp>
 #include <kembed/io/error.hpp>
 #include <kembed/io/run_file.hpp>
 
@@ -283,12 +284,7 @@ void read_bag_block(io::BatchReader const& batch, std::string const& path, std::
 namespace kembed::job {
 
 std::string with_commas(std::int64_t n) {
-  std::string digits = std::to_string(n < 0 ? -n : n), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return n < 0 ? "-" + out : out;
+  return io::with_commas(n);
 }
 
 Failure describe(std::exception_ptr error) {
