@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 
 namespace {
@@ -44,13 +45,17 @@ double peak_rss_mib() {  // VmHWM: the most this process has held
 template <class Step>
 std::string in_child(Step&& step) {
   int fds[2];
-  if (pipe(fds) != 0) std::exit(1);
+  if (pipe(fds) != 0) throw std::runtime_error("no pipe");
   std::fflush(stdout);
   pid_t const pid = fork();
   if (pid == 0) {
     close(fds[0]);
-    std::string const out = step();
-    if (write(fds[1], out.data(), out.size()) < 0) _exit(1);
+    try {  // the child never unwinds into the parent's code (nor removes its folder)
+      std::string const out = step();
+      if (write(fds[1], out.data(), out.size()) < 0) _exit(1);
+    } catch (...) {
+      _exit(1);
+    }
     _exit(0);
   }
   close(fds[1]);
@@ -60,21 +65,41 @@ std::string in_child(Step&& step) {
   close(fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || out.empty()) {
-    std::fprintf(stderr, "kembed-inspector-bench: a step failed\n");
-    std::exit(1);
-  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || out.empty()) throw std::runtime_error("a step failed");
   return out;
 }
+
+// The bench's own folder, removed however the bench ends (a failed step throws).
+struct Scratch {
+  std::filesystem::path dir;
+  ~Scratch() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  }
+};
+
+int bench(int argc, char** argv);
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  try {
+    return bench(argc, argv);
+  } catch (std::exception const& e) {
+    std::fprintf(stderr, "kembed-inspector-bench: %s\n", e.what());
+    return 1;
+  }
+}
+
+namespace {
+
+int bench(int argc, char** argv) {
   std::vector<std::pair<std::int64_t, std::int64_t>> sizes;
   for (int i = 1; i + 1 < argc; i += 2) sizes.emplace_back(std::atoll(argv[i]), std::atoll(argv[i + 1]));
   if (sizes.empty()) sizes = {{1000000, 128}, {10000000, 128}};
   namespace fs = std::filesystem;
-  auto const dir = fs::temp_directory_path() / ("kembed-inspector-bench-" + std::to_string(::getpid()));
+  Scratch const scratch{fs::temp_directory_path() / ("kembed-inspector-bench-" + std::to_string(::getpid()))};
+  auto const& dir = scratch.dir;
   fs::create_directories(dir);
   std::printf("rows,cols,gradient_gib,read_gradient_s,first_paint_s,ratio,rss_at_paint_mib,rss_after_scan_mib,scan_s\n");
   for (auto [rows, cols] : sizes) {
@@ -104,6 +129,7 @@ int main(int argc, char** argv) {
         auto const t0 = clock_type::now();
         kembed::inspector::MainWindow window;
         window.setQuiet(true);
+        window.setRemembering(false);  // a bench's temporary run is not the user's recent file
         if (!window.open(QString::fromStdString(path), kembed::inspector::MainWindow::Slot::A)) return std::string();
         window.setView("gradient");
         window.resize(1200, 800);
@@ -118,7 +144,8 @@ int main(int argc, char** argv) {
         return std::string(text);
       });
       double paint = 0, rp = 0, rs = 0, sc = 0;
-      if (std::sscanf(out.c_str(), "%lf %lf %lf %lf", &paint, &rp, &rs, &sc) != 4) return 1;
+      if (std::sscanf(out.c_str(), "%lf %lf %lf %lf", &paint, &rp, &rs, &sc) != 4)
+        throw std::runtime_error("a paint step printed '" + out + "'");
       if (paint < paint_best) paint_best = paint, scan_s = sc;
       rss_paint = std::max(rss_paint, rp), rss_scan = std::max(rss_scan, rs);
     }
@@ -128,6 +155,7 @@ int main(int argc, char** argv) {
                 rss_scan, scan_s);
     std::fflush(stdout);
   }
-  fs::remove_all(dir);
   return 0;
 }
+
+}  // namespace

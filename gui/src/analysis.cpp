@@ -131,6 +131,7 @@ Dataset load(std::string const& path) {
   } else {
     throw io::FileError(path, "", "is a '" + d.format + "' file; the inspector opens run files and table files");
   }
+  d.info = io::file_info(path);
   // Closed under the lock too, on whichever thread lets go of it last.
   d.reader = std::shared_ptr<io::RowReader>(new io::RowReader(path), [](io::RowReader* r) {
     std::lock_guard<std::mutex> lock(io_mutex());
@@ -147,6 +148,81 @@ float column_bin_floor(int bin) {
   return io::from_order_key(std::int32_t(std::uint32_t(bin - ColumnStats::bins / 2) << 20));
 }
 
+namespace {
+
+// One set of rows' column statistics as the pass adds rows: a histogram of each
+// column's values by column_bin, their sums and squares, and the least and greatest.
+// A piece's own tally counts in 32 bits (half the bytes to clear and merge).
+template <class Count>
+class ColumnTally {
+ public:
+  explicit ColumnTally(std::int64_t cols)
+      : cols_(cols),
+        histogram_(std::size_t(cols) * ColumnStats::bins, 0),
+        sum_(std::size_t(cols), 0.0),
+        squares_(std::size_t(cols), 0.0),
+        min_(std::size_t(cols), INFINITY),
+        max_(std::size_t(cols), -INFINITY) {}
+  void add(float const* row) {
+    ++rows_;
+    for (std::int64_t c = 0; c < cols_; ++c) {
+      if (std::isnan(row[c])) continue;
+      double const x = row[c];
+      auto const k = std::size_t(c);
+      ++histogram_[k * ColumnStats::bins + std::size_t(column_bin(row[c]))];
+      sum_[k] += x, squares_[k] += x * x;
+      min_[k] = std::min(min_[k], row[c]), max_[k] = std::max(max_[k], row[c]);
+    }
+  }
+  template <class Other>
+  void merge(ColumnTally<Other> const& other) {
+    rows_ += other.rows_;
+    for (std::size_t i = 0; i < histogram_.size(); ++i) histogram_[i] += other.histogram_[i];
+    for (std::size_t c = 0; c < sum_.size(); ++c) {
+      sum_[c] += other.sum_[c], squares_[c] += other.squares_[c];
+      min_[c] = std::min(min_[c], other.min_[c]), max_[c] = std::max(max_[c], other.max_[c]);
+    }
+  }
+  ColumnStats finish() const;
+
+ private:
+  template <class>
+  friend class ColumnTally;
+  std::int64_t cols_, rows_ = 0;
+  std::vector<Count> histogram_;
+  std::vector<double> sum_, squares_;
+  std::vector<float> min_, max_;
+};
+
+template <class Count>
+ColumnStats ColumnTally<Count>::finish() const {
+  ColumnStats cs;
+  cs.rows = rows_;
+  for (std::int64_t c = 0; c < cols_; ++c) {
+    Count const* h = histogram_.data() + c * ColumnStats::bins;
+    std::int64_t n = 0;
+    for (int b = 0; b < ColumnStats::bins; ++b) n += h[b];
+    cs.nan.push_back(rows_ - n);
+    double const mean = n ? sum_[std::size_t(c)] / double(n) : NAN;
+    cs.mean.push_back(mean);
+    cs.stddev.push_back(n ? std::sqrt(std::max(0.0, squares_[std::size_t(c)] / double(n) - mean * mean)) : NAN);
+    cs.min.push_back(n ? min_[std::size_t(c)] : NAN);
+    cs.max.push_back(n ? max_[std::size_t(c)] : NAN);
+    std::array<float, 7> p{};
+    for (int k = 0; k < 7; ++k) {
+      auto const rank = std::int64_t(ColumnStats::levels[k] * double(std::max<std::int64_t>(n - 1, 0)));
+      std::int64_t seen = 0;
+      int b = 0;
+      while (b < ColumnStats::bins - 1 && seen + std::int64_t(h[b]) <= rank) seen += h[b++];
+      p[std::size_t(k)] = n ? column_bin_floor(b) : NAN;
+    }
+    cs.percentiles.push_back(p);
+  }
+  return cs;
+}
+
+}  // namespace
+
 Scan scan(Dataset const& d, Progress const& progress) {
   Scan out;
   out.row_norm.assign(static_cast<std::size_t>(d.rows), 0.0f);
@@ -158,9 +234,10 @@ Scan scan(Dataset const& d, Progress const& progress) {
   io::Sha256 hash;
   std::int64_t const piece = std::max<std::int64_t>(1, (std::int64_t{16} << 20) / (4 * std::max<std::int64_t>(d.cols, 1)));
   std::vector<float> rows;
-  std::size_t const cells = std::size_t(d.cols) * ColumnStats::bins;
-  std::vector<std::int64_t> histogram(cells, 0);
-  std::vector<double> sum(std::size_t(d.cols), 0.0), squares(std::size_t(d.cols), 0.0);
+  // Each column's values over every row, and over the rows with a count above 0 (a
+  // Zipf run's unreferenced rows are zero: most of its rows, hiding the rest).
+  ColumnTally<std::int64_t> all(d.cols), counted(d.cols);
+  bool const has_counts = d.counts.size() == std::size_t(d.rows);
   std::mutex merging;
   for (std::int64_t first = 0; first < d.rows; first += piece) {
     if (progress && !progress(double(first) / double(d.rows))) return out;
@@ -187,49 +264,29 @@ Scan scan(Dataset const& d, Progress const& progress) {
     }
     if (builder) builder->add(first, n, rows.data(), d.counts.empty() ? nullptr : d.counts.data() + first);
     parallel_rows(n, [&](std::int64_t lo, std::int64_t hi) {
-      std::vector<std::int32_t> local(cells, 0);  // a piece's counts fit 32 bits
-      std::vector<double> local_sum(std::size_t(d.cols), 0.0), local_squares(std::size_t(d.cols), 0.0);
+      ColumnTally<std::int32_t> local_all(d.cols), local_counted(d.cols);
       for (std::int64_t r = lo; r < hi; ++r) {
         double norm = 0;
         float top = 0;
         float const* p = rows.data() + r * d.cols;
         for (std::int64_t c = 0; c < d.cols; ++c) {
-          double const x = p[c];
-          norm += x * x;
+          norm += double(p[c]) * double(p[c]);
           top = std::max(top, std::fabs(p[c]));
-          if (std::isnan(p[c])) continue;
-          ++local[std::size_t(c) * ColumnStats::bins + std::size_t(column_bin(p[c]))];
-          local_sum[std::size_t(c)] += x, local_squares[std::size_t(c)] += x * x;
         }
+        local_all.add(p);
+        if (has_counts && d.counts[std::size_t(first + r)] > 0) local_counted.add(p);
         out.row_norm[std::size_t(first + r)] = static_cast<float>(std::sqrt(norm));
         out.row_max_abs[std::size_t(first + r)] = top;
       }
       std::lock_guard<std::mutex> lock(merging);
-      for (std::size_t i = 0; i < cells; ++i) histogram[i] += local[i];
-      for (std::size_t c = 0; c < sum.size(); ++c) sum[c] += local_sum[c], squares[c] += local_squares[c];
+      all.merge(local_all);
+      counted.merge(local_counted);
     });
   }
   if (builder && d.summary.empty()) out.summary = builder->finish();
   if (builder && !d.summary.empty()) out.summary_ok = io::same_bits(d.summary, builder->finish());
-  auto& cs = out.columns;
-  for (std::int64_t c = 0; c < d.cols; ++c) {
-    std::int64_t const* h = histogram.data() + c * ColumnStats::bins;
-    std::int64_t n = 0;
-    for (int b = 0; b < ColumnStats::bins; ++b) n += h[b];
-    cs.nan.push_back(d.rows - n);
-    double const mean = n ? sum[std::size_t(c)] / double(n) : NAN;
-    cs.mean.push_back(mean);
-    cs.stddev.push_back(n ? std::sqrt(std::max(0.0, squares[std::size_t(c)] / double(n) - mean * mean)) : NAN);
-    std::array<float, 7> p{};
-    for (int k = 0; k < 7; ++k) {
-      auto const rank = std::int64_t(ColumnStats::levels[k] * double(std::max<std::int64_t>(n - 1, 0)));
-      std::int64_t seen = 0;
-      int b = 0;
-      while (b < ColumnStats::bins - 1 && seen + h[b] <= rank) seen += h[b++];
-      p[std::size_t(k)] = n ? column_bin_floor(b) : NAN;
-    }
-    cs.percentiles.push_back(p);
-  }
+  out.columns = all.finish();
+  if (has_counts) out.columns_counted = counted.finish();
   out.sha256_ok = !d.is_run() || hash.hex_digest() == d.sha256;
   out.completed = true;
   return out;
@@ -239,6 +296,7 @@ void apply(Scan&& s, Dataset& d) {
   d.row_norm = std::move(s.row_norm);
   d.row_max_abs = std::move(s.row_max_abs);
   d.columns = std::move(s.columns);
+  d.columns_counted = std::move(s.columns_counted);
   if (!s.summary.empty()) d.summary = std::move(s.summary);
 }
 
@@ -464,9 +522,11 @@ std::vector<std::string> explain(Dataset const& a, Dataset const& b, DiffSummary
   } else if (v.identical()) {
     lines.push_back(format("The values are the same bits; counts differ in %lld rows", (long long)s.counts_differing_rows));
   } else {
-    lines.push_back(format("%lld of %lld rows differ (%lld values); largest difference %lld ULPs, %.6g in absolute value",
-                           (long long)v.differing_rows, (long long)a.rows, (long long)v.differing_elements,
-                           (long long)v.max_ulp, v.max_abs));
+    lines.push_back(
+        format("%lld of %lld rows differ (%lld values); largest difference %lld ULPs (row %lld, column "
+               "%lld), %.6g in absolute value",
+               (long long)v.differing_rows, (long long)a.rows, (long long)v.differing_elements, (long long)v.max_ulp,
+               (long long)v.max_ulp_row, (long long)v.max_ulp_col, v.max_abs));
     double const x = s.at_max_abs_a, y = s.at_max_abs_b, scale = std::max(std::fabs(x), std::fabs(y));
     lines.push_back(format("Largest |a - b| at row %lld, column %lld: a = %.9g, b = %.9g, a relative difference of %.3g "
                            "(of the larger |value| there)",

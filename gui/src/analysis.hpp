@@ -4,6 +4,7 @@
 // rows are read by hyperslab when zoomed in), exact count histograms, heatmap bands,
 // one pass over the rows for what needs them all, and comparisons.
 #include <kembed/core/compare.hpp>
+#include <kembed/io/describe.hpp>
 #include <kembed/io/row_reader.hpp>
 #include <kembed/io/run_file.hpp>
 #include <kembed/io/summary.hpp>
@@ -33,8 +34,10 @@ using Progress = std::function<bool(double)>;
 struct ColumnStats {
   static constexpr int bins = 4096;
   static constexpr double levels[] = {0.01, 0.10, 0.25, 0.50, 0.75, 0.90, 0.99};
+  std::int64_t rows = 0;  // the rows they are over
   std::vector<double> mean, stddev;
   std::vector<std::array<float, 7>> percentiles;  // at `levels`, per column
+  std::vector<float> min, max;                    // exact, NaN left out (NaN for a column of none)
   std::vector<std::int64_t> nan;                  // NaN per column
   bool empty() const noexcept { return mean.empty(); }
 };
@@ -57,11 +60,14 @@ struct Dataset {
   std::vector<float> row_norm;     // Euclidean norm of each row
   std::vector<float> row_max_abs;  // largest |value| of each row
   ColumnStats columns;
+  ColumnStats columns_counted;  // the same over the rows with a count above 0 (runs)
   // What produced it, as (field, value) pairs in a fixed order, so that two runs
   // line up side by side.
   std::vector<std::pair<std::string, std::string>> provenance;
   // The settings it was made with: a table's every one, a run's those it records.
   Config settings;
+  // What `kembed info` prints of it: format, provenance, attributes, datasets.
+  io::FileInfo info;
   std::shared_ptr<io::RowReader> reader;
   // Rows that fail to read (a damaged chunk) read as NaN, and the first failure is
   // reported once to `on_damage` (from whichever thread read them), so that no view
@@ -94,6 +100,7 @@ Dataset load(std::string const& path);
 struct Scan {
   std::vector<float> row_norm, row_max_abs;
   ColumnStats columns;
+  ColumnStats columns_counted;  // over the rows with a count above 0 (runs)
   io::Summary summary;  // empty when the file had one
   bool sha256_ok = true;
   // A stored summary (checked against its summary_sha256 as the file opened) is

@@ -1,4 +1,4 @@
-// kembed-inspector [RUN.h5] [OTHER.h5] [--screenshot OUT.png --view counts|gradient|diff
+// kembed-inspector [RUN.h5] [OTHER.h5] [--screenshot OUT.png --view counts|gradient|columns|diff|info
 //                   --heatmap a|b|a-b|all --row ROW --size WxH]
 // Opens one run (or table) file, or two to compare. With --screenshot it renders a
 // view without a display (offscreen, unless QT_QPA_PLATFORM names another platform)
@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   parser.addPositionalArgument("run", "A run file (or a table file) to open", "[RUN.h5]");
   parser.addPositionalArgument("other", "A second run to compare with the first", "[OTHER.h5]");
   QCommandLineOption screenshot("screenshot", "Render a view to a PNG and exit", "OUT.png");
-  QCommandLineOption view("view", "The view to show: counts, gradient, columns or diff", "VIEW", "counts");
+  QCommandLineOption view("view", "The view to show: counts, gradient, columns, diff or info", "VIEW", "counts");
   QCommandLineOption size("size", "Window size for --screenshot", "WxH", "1200x800");
   QCommandLineOption row_option("row", "Select this row id", "ROW");
   QCommandLineOption heatmap("heatmap", "What the Gradient view shows: a, b, a-b or all (side by side; two files)",
@@ -69,8 +69,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   QString const view_name = parser.value(view);
-  if (view_name != "counts" && view_name != "gradient" && view_name != "columns" && view_name != "diff") {
-    std::fprintf(stderr, "kembed-inspector: --view must be counts, gradient, columns or diff, got '%s'\n",
+  if (view_name != "counts" && view_name != "gradient" && view_name != "columns" && view_name != "diff" &&
+      view_name != "info") {
+    std::fprintf(stderr, "kembed-inspector: --view must be counts, gradient, columns, diff or info, got '%s'\n",
                  qPrintable(view_name));
     return 2;
   }

@@ -7,23 +7,27 @@
 #include <qcustomplot.h>
 
 #include <QApplication>
+#include <QDialog>
+#include <QDialogButtonBox>
 #include <QDragEnterEvent>
 #include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QFontDatabase>
 #include <QInputDialog>
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
+#include <QPainter>
 #include <QPointer>
 #include <QProgressDialog>
 #include <QSaveFile>
-#include <QFontDatabase>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTextStream>
+#include <QVBoxLayout>
 
 #include <thread>
 
@@ -37,10 +41,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   gradient_ = new GradientView(tabs_);
   diff_ = new DiffView(tabs_);
   columns_ = new ColumnsView(tabs_);
+  info_ = new InfoView(tabs_);
   tabs_->addTab(counts_, "Counts");
   tabs_->addTab(gradient_, "Gradient");
   tabs_->addTab(columns_, "Columns");
   tabs_->addTab(diff_, "Diff");
+  tabs_->addTab(info_, "Info");
   setCentralWidget(tabs_);
   status_ = new QLabel(this);
   statusBar()->addPermanentWidget(status_, 1);  // stays while a message shows
@@ -49,19 +55,19 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
   auto* file = menuBar()->addMenu("&File");
   file->addAction("&Open run...", QKeySequence::Open, this, [this] {
-    auto const path =
-        QFileDialog::getOpenFileName(this, "Open a run or table file", {}, "HDF5 (*.h5 *.hdf5);;All files (*)");
+    auto const path = QFileDialog::getOpenFileName(this, "Open a run or table file", dialogFolder(),
+                                                   "HDF5 (*.h5 *.hdf5);;All files (*)");
     if (!path.isEmpty()) open(path, Slot::A);
   });
   file->addAction("&Compare with...", QKeySequence(Qt::CTRL | Qt::Key_D), this, [this] {
-    auto const path =
-        QFileDialog::getOpenFileName(this, "Open a second run to compare", {}, "HDF5 (*.h5 *.hdf5);;All files (*)");
+    auto const path = QFileDialog::getOpenFileName(this, "Open a second run to compare", dialogFolder(),
+                                                   "HDF5 (*.h5 *.hdf5);;All files (*)");
     if (!path.isEmpty()) open(path, Slot::B);
   });
   recent_ = file->addMenu("Open &recent");
   file->addSeparator();
   file->addAction("Export chart as &PNG...", QKeySequence(Qt::CTRL | Qt::Key_E), this, &MainWindow::exportPng);
-  file->addAction("Export table as &CSV...", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E), this,
+  file->addAction("Export &table as CSV...", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E), this,
                   &MainWindow::exportCsv);
   file->addSeparator();
   file->addAction("&Quit", QKeySequence::Quit, qApp, &QApplication::quit);
@@ -75,6 +81,24 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     tabs_->setCurrentWidget(diff_);
     diff_->nextDifferingRow();
   });
+  go->addAction("Fit &all rows", QKeySequence(Qt::CTRL | Qt::Key_0), this, [this] {
+    tabs_->setCurrentWidget(gradient_);
+    gradient_->fitAll();
+  });
+  auto* views = menuBar()->addMenu("&View");
+  QString const names[] = {"&Counts", "&Gradient", "C&olumns", "&Diff", "&Info"};
+  for (int i = 0; i < tabs_->count(); ++i)
+    views->addAction(names[i], QKeySequence(Qt::CTRL | Qt::Key(Qt::Key_1 + i)), this,
+                     [this, i] { tabs_->setCurrentIndex(i); });
+  views->addSeparator();
+  // Window-wide: a table or the plot with the focus would otherwise take Ctrl+Tab.
+  views->addAction("&Next view", QKeySequence(Qt::CTRL | Qt::Key_Tab), this,
+                   [this] { tabs_->setCurrentIndex((tabs_->currentIndex() + 1) % tabs_->count()); });
+  auto* back = views->addAction("&Previous view", this, [this] {
+    tabs_->setCurrentIndex((tabs_->currentIndex() + tabs_->count() - 1) % tabs_->count());
+  });
+  back->setShortcuts(
+      {QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Tab), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Backtab)});
   auto* help = menuBar()->addMenu("&Help");
   help->addAction("&Keys and mouse", QKeySequence(Qt::Key_F1), this, &MainWindow::showKeys);
   help->addAction("&About kembed inspector", this, [this] {
@@ -105,6 +129,7 @@ bool MainWindow::open(QString const& path, Slot slot) {
     QApplication::restoreOverrideCursor();
     QString text = QString::fromUtf8(e.what());
     if (text.startsWith("kembed: ")) text = text.mid(8);
+    forget(path);  // a file that cannot be opened (gone, damaged) leaves the recent list
     showError(text);
     return false;
   }
@@ -149,23 +174,15 @@ void MainWindow::refresh() {
   if (!(a_ && b_)) compared_ = {nullptr, nullptr}, comparison_result_ = nullptr;
   bool const made = comparison_result_ && compared_.first == a_.get() && compared_.second == b_.get();
   gradient_->setComparison(unchecked ? nullptr : b_, made ? comparison_result_ : nullptr);
+  columns_->setComparison(unchecked ? nullptr : b_);
   QString title = "kembed inspector";
   if (a_) title += " - " + QFileInfo(QString::fromStdString(a_->path)).fileName();
   if (b_) title += " vs " + QFileInfo(QString::fromStdString(b_->path)).fileName();
   setWindowTitle(title);
+  info_->setDatasets(a_, b_, a_ ? checkText(*a_) : QString(), b_ ? checkText(*b_) : QString());
   // Which file each slot shows and whether its gradient was checked, always in view.
   auto describe = [this](char const* slot, Dataset const& d) {
-    auto const check = [&] {
-      if (std::find(checking_.begin(), checking_.end(), &d) != checking_.end()) {
-        auto const done = progress_.count(&d) ? progress_.at(&d) : 0;
-        return QString(d.is_run() ? "checking SHA-256 %1 %" : "a table, reading it %1 %").arg(done);
-      }
-      if (!d.is_run()) return QString("a table");
-      if (std::find(verified_.begin(), verified_.end(), &d) == verified_.end()) return QString();
-      // "verified" only for what was: older runs carry no digest of their counts.
-      return QString(d.counts_verified ? "SHA-256 verified: gradient, counts, summary"
-                                       : "SHA-256 verified: gradient, summary (counts: no digest, an older run)");
-    }();
+    auto const check = checkText(d);
     return QString("%1: %2 (%3 x %4%5)")
         .arg(slot, QFileInfo(QString::fromStdString(d.path)).fileName())
         .arg(d.rows)
@@ -176,6 +193,18 @@ void MainWindow::refresh() {
     status_->setText("Open a run file (File > Open, or drop it here)");
   else
     status_->setText(describe("A", *a_) + (b_ ? "    " + describe("B", *b_) : QString()));
+}
+
+QString MainWindow::checkText(Dataset const& d) const {
+  if (std::find(checking_.begin(), checking_.end(), &d) != checking_.end()) {
+    auto const done = progress_.count(&d) ? progress_.at(&d) : 0;
+    return QString(d.is_run() ? "checking SHA-256 %1 %" : "a table, reading it %1 %").arg(done);
+  }
+  if (!d.is_run()) return QString("a table");
+  if (std::find(verified_.begin(), verified_.end(), &d) == verified_.end()) return QString();
+  // "verified" only for what was: older runs carry no digest of their counts.
+  return QString(d.counts_verified ? "SHA-256 verified: gradient, counts, summary"
+                                   : "SHA-256 verified: gradient, summary (counts: no digest, an older run)");
 }
 
 void MainWindow::scanInBackground(std::shared_ptr<Dataset> data) {
@@ -226,8 +255,8 @@ void MainWindow::scanInBackground(std::shared_ptr<Dataset> data) {
         if (self->a_ == data) {
           self->counts_->datasetUpdated();
           self->gradient_->datasetUpdated();
-          self->columns_->datasetUpdated();
         }
+        if (self->a_ == data || self->b_ == data) self->columns_->datasetUpdated();  // B's are drawn over A's
         self->refresh();
         return;
       }
@@ -243,6 +272,7 @@ void MainWindow::closeDamaged(Dataset const* data, QString const& why) {
   progress_.erase(data);
   if (!open) return;  // closed already (a second failure, or another file replaced it)
   QString const path = QString::fromStdString(data->path);
+  forget(path);
   if (a_.get() == data) a_ = nullptr;
   if (b_.get() == data) b_ = nullptr;
   refresh();
@@ -305,6 +335,8 @@ void MainWindow::setView(QString const& name) {
     tabs_->setCurrentWidget(diff_);
   else if (name == "columns")
     tabs_->setCurrentWidget(columns_);
+  else if (name == "info")
+    tabs_->setCurrentWidget(info_);
 }
 
 QWidget* MainWindow::currentView() const {
@@ -314,14 +346,44 @@ QWidget* MainWindow::currentView() const {
 void MainWindow::exportPng() {
   auto* view = qobject_cast<View*>(tabs_->currentWidget());
   if (!view) return;
-  auto const path = QFileDialog::getSaveFileName(this, "Export chart as PNG", "chart.png", "PNG (*.png)");
-  if (!path.isEmpty() && !view->plot()->savePng(path)) showError(path + ": could not be written");
+  auto const path =
+      QFileDialog::getSaveFileName(this, "Export chart as PNG", dialogFolder() + "/chart.png", "PNG (*.png)");
+  if (!path.isEmpty() && !chartImage().save(path, "PNG")) showError(path + ": could not be written");
+}
+
+QString MainWindow::chartCaption() const {
+  auto name = [](Dataset const& d) {
+    return QString("%1 (%2 x %3)").arg(QFileInfo(QString::fromStdString(d.path)).fileName()).arg(d.rows).arg(d.cols);
+  };
+  QString text = "kembed inspector, " + tabs_->tabText(tabs_->currentIndex()) + " view";
+  if (a_) text += ": A " + name(*a_);
+  if (b_) text += ", B " + name(*b_);
+  return text;
+}
+
+QImage MainWindow::chartImage() const {
+  // The chart with a caption above it: a PNG passed around says what it shows.
+  auto* view = qobject_cast<View*>(tabs_->currentWidget());
+  if (!view) return {};
+  QImage const chart = view->plot()->toPixmap().toImage();
+  QFontMetrics const metrics(font());
+  int const strip = metrics.height() + 8;
+  QImage image(chart.width(), chart.height() + strip, QImage::Format_ARGB32);
+  image.fill(Qt::white);
+  QPainter painter(&image);
+  painter.setFont(font());
+  painter.setPen(Qt::black);
+  painter.drawText(QRect(6, 0, chart.width() - 12, strip), Qt::AlignVCenter | Qt::AlignLeft,
+                   metrics.elidedText(chartCaption(), Qt::ElideMiddle, chart.width() - 12));
+  painter.drawImage(0, strip, chart);
+  return image;
 }
 
 void MainWindow::exportCsv() {
   auto* view = qobject_cast<View*>(tabs_->currentWidget());
   if (!view) return;
-  auto const path = QFileDialog::getSaveFileName(this, "Export table as CSV", "table.csv", "CSV (*.csv)");
+  auto const path =
+      QFileDialog::getSaveFileName(this, "Export table as CSV", dialogFolder() + "/table.csv", "CSV (*.csv)");
   if (path.isEmpty()) return;
   QProgressDialog dialog("Writing " + QFileInfo(path).fileName() + "...", "Cancel", 0, 1000, this);
   dialog.setWindowModality(Qt::WindowModal);
@@ -341,9 +403,15 @@ bool MainWindow::exportCsvTo(QString const& path, std::function<bool(double)> co
     showError(path + ": " + file.errorString());
     return false;
   }
-  if (!view->writeCsv(file, progress)) {
+  bool canceled = false;  // by the person (the progress dialog's Cancel): no error, nothing written
+  auto const going_on = [&](double done) { return !(canceled = progress && !progress(done)); };
+  if (!view->writeCsv(file, going_on)) {
+    QString const why = file.errorString();
     file.cancelWriting();
-    if (file.error() != QFileDevice::NoError) showError(path + ": " + file.errorString());
+    if (canceled)
+      statusBar()->showMessage(QFileInfo(path).fileName() + ": export canceled, nothing written", 10000);
+    else
+      showError(path + ": " + why);
     return false;
   }
   if (!file.commit()) {
@@ -365,6 +433,9 @@ QString MainWindow::keysText() const {
          "  Ctrl+G        go to a row\n"
          "  Ctrl+F        find rows: ids and ranges as pasted, or a count range (Counts)\n"
          "  F6            the next differing row (Diff)\n"
+         "  Ctrl+0        fit all rows in the heatmap (Gradient)\n"
+         "  Ctrl+1..5     the Counts, Gradient, Columns, Diff and Info views\n"
+         "  Ctrl+Tab      the next view; Ctrl+Shift+Tab the one before\n"
          "  Ctrl+E        export the chart as PNG\n"
          "  Ctrl+Shift+E  export the table as CSV\n"
          "  F1            this list\n"
@@ -372,14 +443,26 @@ QString MainWindow::keysText() const {
          "Mouse\n"
          "  wheel         zoom the heatmap's rows (Gradient)\n"
          "  drag          pan the heatmap's rows\n"
+         "  double-click  fit all rows in the heatmap\n"
          "  right-click   pick the row under the pointer (Gradient)\n"
          "  click         pick a row in any table, a bar's row, a differing row's point\n"
          "Files can also be dropped on the window: one becomes A (or B), two become A and B.";
 }
 
 void MainWindow::showKeys() {
-  auto* box = new QMessageBox(QMessageBox::Information, "Keys and mouse", keysText(), QMessageBox::Ok, this);
-  box->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  // A dialog of its own: QMessageBox wraps long lines, which breaks the list's columns.
+  auto* box = new QDialog(this);
+  box->setObjectName("keys");
+  box->setWindowTitle("Keys and mouse");
+  auto* text = new QLabel(keysText(), box);
+  text->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  text->setWordWrap(false);
+  text->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  auto* ok = new QDialogButtonBox(QDialogButtonBox::Ok, box);
+  connect(ok, &QDialogButtonBox::accepted, box, &QDialog::accept);
+  auto* layout = new QVBoxLayout(box);
+  layout->addWidget(text);
+  layout->addWidget(ok);
   box->setAttribute(Qt::WA_DeleteOnClose);
   box->open();
 }
@@ -413,6 +496,20 @@ void MainWindow::remember(QString const& path) {
   files.removeAll(absolute);
   files.prepend(absolute);
   while (files.size() > 10) files.removeLast();
+  settings.setValue("recent", files);
+  rebuildRecentMenu();
+}
+
+QString MainWindow::dialogFolder() const {
+  auto const& open = a_ ? a_ : b_;
+  return open ? QFileInfo(QString::fromStdString(open->path)).absolutePath() : QString();
+}
+
+void MainWindow::forget(QString const& path) {
+  if (!remembering_) return;
+  QSettings settings("kembed", "inspector");
+  auto files = settings.value("recent").toStringList();
+  if (files.removeAll(QFileInfo(path).absoluteFilePath()) == 0) return;
   settings.setValue("recent", files);
   rebuildRecentMenu();
 }

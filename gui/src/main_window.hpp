@@ -4,6 +4,7 @@
 #include "analysis.hpp"
 #include "views.hpp"
 
+#include <QImage>
 #include <QMainWindow>
 
 #include <functional>
@@ -34,13 +35,14 @@ class MainWindow : public QMainWindow {
   // headless render changes nothing of the user's).
   void setRemembering(bool remembering) { remembering_ = remembering; }
   QString lastError() const { return last_error_; }
-  void setView(QString const& name);  // "counts", "gradient", "columns" or "diff"
+  void setView(QString const& name);  // "counts", "gradient", "columns", "diff" or "info"
   QWidget* currentView() const;
 
   CountsView* countsView() const { return counts_; }
   GradientView* gradientView() const { return gradient_; }
   DiffView* diffView() const { return diff_; }
   ColumnsView* columnsView() const { return columns_; }
+  InfoView* infoView() const { return info_; }
   std::shared_ptr<Dataset const> datasetA() const { return a_; }
   std::shared_ptr<Dataset const> datasetB() const { return b_; }
   // Whether a run's gradient is still being checked against its stored SHA-256.
@@ -54,6 +56,13 @@ class MainWindow : public QMainWindow {
   bool exportCsvTo(QString const& path, std::function<bool(double)> const& progress = {});
   QString statusText() const;  // what the status bar shows now
   QString keysText() const;    // the key list (Help > Keys, F1)
+  // Where file dialogs open: the folder of the file open (A, else B), else the
+  // working directory (empty).
+  QString dialogFolder() const;
+  // What Export chart as PNG writes: the current view's chart under a caption naming
+  // the view and the files (A, B) with their shapes.
+  QImage chartImage() const;
+  QString chartCaption() const;
 
  public slots:
   void selectRow(qint64 row);
@@ -69,8 +78,12 @@ class MainWindow : public QMainWindow {
  private:
   void showError(QString const& text);
   void remember(QString const& path);
+  void forget(QString const& path);  // off the recent list: it could not be opened, or failed its check
   void rebuildRecentMenu();
   void refresh();
+  // What the window has checked of `d`: "checking SHA-256 40 %", "SHA-256 verified: ...",
+  // "a table", or empty.
+  QString checkText(Dataset const& d) const;
   void scanInBackground(std::shared_ptr<Dataset> data);
   // Closes a file found damaged (its check failed, or a read of its rows did), as if
   // it had failed to open, and says why: a damaged file is never judged.
@@ -91,6 +104,7 @@ class MainWindow : public QMainWindow {
   GradientView* gradient_;
   DiffView* diff_;
   ColumnsView* columns_;
+  InfoView* info_;
   QMenu* recent_;
   QLabel* status_;
   QString last_error_;

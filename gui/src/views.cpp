@@ -4,24 +4,26 @@
 
 #include <QBuffer>
 #include <QCheckBox>
-#include <QLineEdit>
-#include <QRegularExpression>
-#include <QFontDatabase>
-#include <QToolTip>
 #include <QComboBox>
-#include <QStandardItemModel>
-#include <QIODevice>
-#include <QScopedValueRollback>
-#include <QScrollArea>
-#include <QTextStream>
 #include <QFileInfo>
+#include <QFontDatabase>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QIODevice>
 #include <QLabel>
+#include <QLineEdit>
+#include <QRegularExpression>
+#include <QScopedValueRollback>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QSpinBox>
 #include <QSplitter>
+#include <QStandardItemModel>
 #include <QTableView>
 #include <QTableWidget>
+#include <QTextBrowser>
+#include <QTextStream>
+#include <QToolTip>
 #include <QVBoxLayout>
 
 #include <algorithm>
@@ -233,6 +235,14 @@ void CountsView::setDataset(std::shared_ptr<Dataset const> data) {
   }
   skip_padding_->setVisible(data_ && data_->is_run() && data_->padding_idx >= 0);
   if (!skip_padding_->isVisible()) skip_padding_->setChecked(false);
+  // A table has no counts: no histogram, no top rows, no count controls (its rows,
+  // their norms and the id search stay).
+  bool const counts = !data_ || data_->is_run();
+  plot_->setVisible(counts);
+  top_->setVisible(counts);
+  for (QWidget* control : std::initializer_list<QWidget*>{bins_, log_bins_, log_axis_, min_count_, max_count_})
+    control->setEnabled(counts);
+  if (!counts) summary_->setText("a table file has no counts: its rows and their norms are in the table below");
   rebuildHistogram();
 }
 
@@ -459,16 +469,18 @@ GradientView::GradientView(QWidget* parent) : View(parent) {
   layout->addWidget(hover_);
   plot_->setMouseTracking(true);
   connect(plot_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) {
-    auto* rect = plot_->axisRectAt(e->pos());  // side by side: A's, B's or A - B's
-    if (!rect) rect = plot_->axisRect();
-    auto const text = hoverText(rect->axis(QCPAxis::atBottom)->pixelToCoord(e->pos().x()),
-                                rect->axis(QCPAxis::atLeft)->pixelToCoord(e->pos().y()));
-    hover_->setText(text);
-    if (!text.isEmpty()) QToolTip::showText(e->globalPosition().toPoint(), text, plot_);
+    pointer_ = e->pos();
+    updateHover();
+    if (!hover_->text().isEmpty()) QToolTip::showText(e->globalPosition().toPoint(), hover_->text(), plot_);
   });
-  connect(plot_->yAxis, qOverload<QCPRange const&>(&QCPAxis::rangeChanged), this, [this] {
-    if (!rebuilding_) rebuild();
+  connect(plot_->yAxis, qOverload<QCPRange const&>(&QCPAxis::rangeChanged), this, [this](QCPRange const& r) {
+    if (rebuilding_ || !data_) return;
+    if (auto const in = clamped(r); in != r)
+      plot_->yAxis->setRange(in);  // changes the range again, and that re-bands
+    else
+      rebuild();
   });
+  connect(plot_, &QCustomPlot::mouseDoubleClick, this, [this] { fitAll(); });
   // Bands are as tall as a pixel of the axis rect, whose height is known only once
   // the plot is laid out: a tab shown for the first time gets its size then, after
   // this view's own resize. Re-band inside that replot, before it draws.
@@ -649,7 +661,16 @@ QString GradientView::lastHover() const {
   return hover_->text();
 }
 
-QString GradientView::hoverText(double x, double y) const {
+void GradientView::updateHover() {
+  if (pointer_.x() < 0) return;
+  auto* rect = plot_->axisRectAt(pointer_);  // side by side: A's, B's or A - B's
+  if (!rect) rect = plot_->axisRect();
+  int const panel = rect == rect_b_ ? 1 : rect == rect_d_ ? 2 : 0;
+  hover_->setText(hoverText(rect->axis(QCPAxis::atBottom)->pixelToCoord(pointer_.x()),
+                            rect->axis(QCPAxis::atLeft)->pixelToCoord(pointer_.y()), panel));
+}
+
+QString GradientView::hoverText(double x, double y, int panel) const {
   if (!data_ || bands_ < 1) return {};
   std::int64_t const row = std::llround(y), col = std::llround(x);
   if (row < 0 || row >= data_->rows || col < 0 || col >= data_->cols) return {};
@@ -666,13 +687,19 @@ QString GradientView::hoverText(double x, double y) const {
   }
   if (data_->is_run()) text += QString("; count %1").arg(data_->counts[std::size_t(row)]);
   if (data_->is_padding(row)) text += " (the padding row)";
-  auto const it = std::upper_bound(heat_.first.begin(), heat_.first.end(), row);
-  auto const b = it - heat_.first.begin() - 1;
-  if (b >= 0 && b < heat_.bands())
-    text += QString("; band of rows %1-%2: %3")
-                .arg(heat_.first[std::size_t(b)])
-                .arg(heat_.first[std::size_t(b) + 1] - 1)
-                .arg(double(heat_.values[std::size_t(b * data_->cols + col)]), 0, 'g', 9);
+  bool const side = show_ == Show::SideBySide;
+  Heat const& heat = side && panel == 1 ? heat_b_ : side && panel == 2 ? heat_d_ : heat_;
+  auto const it = std::upper_bound(heat.first.begin(), heat.first.end(), row);
+  auto const b = it - heat.first.begin() - 1;
+  if (b >= 0 && b < heat.bands())
+    text += QString("; band of rows %1-%2%3: %4")
+                .arg(heat.first[std::size_t(b)])
+                .arg(heat.first[std::size_t(b) + 1] - 1)
+                .arg(side ? (panel == 1   ? " (B)"
+                             : panel == 2 ? " (A - B)"
+                                          : " (A)")
+                          : "")
+                .arg(double(heat.values[std::size_t(b * data_->cols + col)]), 0, 'g', 9);
   return text;
 }
 
@@ -682,10 +709,22 @@ void GradientView::datasetUpdated() {
   rebuild();
 }
 
+QCPRange GradientView::clamped(QCPRange r) const {
+  double const lowest = -0.5, highest = double(data_->rows) - 0.5;
+  double const size = std::clamp(r.size(), std::min(1.0, highest - lowest), highest - lowest);
+  double const lower = std::clamp(r.lower, lowest, highest - size);
+  return QCPRange(lower, lower + size);
+}
+
+void GradientView::fitAll() {
+  if (data_) plot_->yAxis->setRange(-0.5, double(data_->rows) - 0.5);
+}
+
 void GradientView::rebuild() {
   if (!data_) return;
   fill();
   plot_->replot();
+  updateHover();  // the rows under a still pointer may have moved
 }
 
 void GradientView::fill() {
@@ -722,11 +761,14 @@ void GradientView::fill() {
     sideBySide(true);
     for (auto* rect : {rect_b_, rect_d_})
       if (rect) rect->axis(QCPAxis::atLeft)->setRange(plot_->yAxis->range());
-    paint(map_b_, heat_bands(*b_, first, last, pixels), top99_);
-    if (diff_ && map_d_)
-      paint(map_d_,
-            heat_bands(diff_->difference, data_->rows, data_->cols, difference_rows(data_, b_), first, last, pixels),
-            top99_d_);
+    heat_b_ = heat_bands(*b_, first, last, pixels);
+    paint(map_b_, heat_b_, top99_);
+    heat_d_ = {};
+    if (diff_ && map_d_) {
+      heat_d_ =
+          heat_bands(diff_->difference, data_->rows, data_->cols, difference_rows(data_, b_), first, last, pixels);
+      paint(map_d_, heat_d_, top99_d_);
+    }
   }
   info_->setText(
       QString("rows %1 to %2 of %3 in %4 bands of %5%6 rows (%7); wheel zooms, drag pans, right-click picks a row")
@@ -894,14 +936,33 @@ void GradientView::showRow(qint64 row) {
 ColumnsView::ColumnsView(QWidget* parent) : View(parent) {
   plot_ = make_plot(this);
   plot_->xAxis->setLabel("column");
-  plot_->yAxis->setLabel("value over the rows");
   QSharedPointer<QCPAxisTickerFixed> whole(new QCPAxisTickerFixed);
   whole->setTickStep(1.0);
   whole->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
   plot_->xAxis->setTicker(whole);
+  // The legend below the axes, in rows: inside them it covered the last columns.
+  auto* under = new QCPLayoutGrid;
+  plot_->plotLayout()->addElement(1, 0, under);
+  plot_->axisRect()->insetLayout()->take(plot_->legend);
+  under->addElement(0, 0, plot_->legend);
+  under->setMargins(QMargins(0, 0, 0, 0));
+  plot_->legend->setFillOrder(QCPLegend::foColumnsFirst);
+  plot_->legend->setWrap(4);
+  plot_->plotLayout()->setRowStretchFactor(1, 0.001);
   plot_->legend->setVisible(true);
   state_ = new QLabel(this);
   state_->setWordWrap(true);
+  axis_box_ = new QComboBox(this);
+  axis_box_->setObjectName("value_axis");
+  axis_box_->addItems({"symmetric log axis: bands and extremes", "linear axis"});
+  axis_box_->setToolTip("How values are laid out; every least and greatest value stays inside the axis");
+  connect(axis_box_, qOverload<int>(&QComboBox::activated), this, [this](int i) { setAxis(Axis(i)); });
+  counted_box_ = new QCheckBox("leave out rows with count 0", this);
+  counted_box_->setObjectName("counted_only");
+  counted_box_->setToolTip(
+      "A Zipf run's unreferenced rows are zero and most of its rows: without them, the "
+      "distributions are the referenced rows'");
+  connect(counted_box_, &QCheckBox::toggled, this, &ColumnsView::setCountedOnly);
   hover_ = new QLabel(this);
   hover_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
   table_ = new QTableWidget(0, 11, this);
@@ -914,8 +975,13 @@ ColumnsView::ColumnsView(QWidget* parent) : View(parent) {
   split->addWidget(table_);
   split->setStretchFactor(0, 3);
   split->setStretchFactor(1, 2);
+  auto* controls = new QHBoxLayout;
+  controls->addWidget(axis_box_);
+  controls->addWidget(counted_box_);
+  controls->addStretch(1);
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(state_);
+  layout->addLayout(controls);
   layout->addWidget(split, 1);
   layout->addWidget(hover_);
   plot_->setMouseTracking(true);
@@ -932,74 +998,170 @@ void ColumnsView::setDataset(std::shared_ptr<Dataset const> data) {
   datasetUpdated();
 }
 
+void ColumnsView::setComparison(std::shared_ptr<Dataset const> b) {
+  if (b && !(data_ && b->cols == data_->cols)) b = nullptr;  // columns side by side need the same columns
+  if (b == b_) return;
+  b_ = std::move(b);
+  datasetUpdated();
+}
+
+void ColumnsView::setAxis(Axis axis) {
+  axis_ = axis;
+  axis_box_->setCurrentIndex(int(axis));
+  datasetUpdated();
+}
+
+void ColumnsView::setCountedOnly(bool on) {
+  counted_only_ = on;
+  if (counted_box_->isChecked() != on) counted_box_->setChecked(on);  // toggles back here once, then returns
+  datasetUpdated();
+}
+
 QString ColumnsView::stateText() const {
   return state_->text();
+}
+
+ColumnStats const& ColumnsView::stats(Dataset const& d) const {
+  return counted_only_ && d.is_run() && !d.columns_counted.empty() ? d.columns_counted : d.columns;
+}
+
+double ColumnsView::axisValue(double v) const {
+  if (axis_ == Axis::Linear || !std::isfinite(v)) return v;
+  return std::copysign(std::log10(1.0 + std::fabs(v) / t_), v);  // linear within t of zero
+}
+
+void ColumnsView::drawDataset(Dataset const& d, QColor colour, QString const& prefix, bool bands) {
+  auto const& cs = stats(d);
+  QVector<double> x;
+  for (std::int64_t c = 0; c < d.cols; ++c) x << double(c);
+  auto series = [&](auto const& value) {
+    QVector<double> y;
+    for (std::int64_t c = 0; c < d.cols; ++c) y << axisValue(double(value(std::size_t(c))));
+    return y;
+  };
+  auto percentile = [&](int k) { return series([&](std::size_t c) { return cs.percentiles[c][std::size_t(k)]; }); };
+  auto add = [&](QVector<double> const& y, QPen pen, QString const& name) {
+    auto* g = plot_->addGraph();
+    g->setData(x, y, true);
+    g->setPen(pen);
+    g->setName(name);
+    if (name.isEmpty()) g->removeFromLegend();
+    return g;
+  };
+  std::pair<int, int> const ranges[] = {{0, 6}, {1, 5}, {2, 4}};
+  int alpha = 40;
+  for (auto [lo, hi] : ranges) {
+    if (!bands && lo != 0) continue;  // B: its 1-99 % band as two lines
+    QColor fill = colour;
+    fill.setAlpha(alpha);
+    auto const name =
+        QString("%1%2-%3 %").arg(prefix).arg(100 * ColumnStats::levels[lo]).arg(100 * ColumnStats::levels[hi]);
+    auto* low = add(percentile(lo), QPen(bands ? fill : colour, 1, bands ? Qt::SolidLine : Qt::DashLine), name);
+    auto* high = add(percentile(hi), QPen(bands ? fill : colour, 1, bands ? Qt::SolidLine : Qt::DashLine), "");
+    if (bands) {
+      high->setBrush(fill);
+      high->setChannelFillGraph(low);
+    }
+    alpha += 50;
+  }
+  add(percentile(3), QPen(colour.darker(150), 2), prefix + "median");
+  bool first = true;
+  for (auto const* extreme : {&cs.min, &cs.max}) {
+    auto* g = add(series([&](std::size_t c) { return (*extreme)[c]; }), QPen(colour.darker(120)),
+                  first ? prefix + "min, max" : QString());
+    g->setLineStyle(QCPGraph::lsNone);
+    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCross, 6));
+    first = false;
+  }
 }
 
 void ColumnsView::datasetUpdated() {
   plot_->clearGraphs();
   table_->setRowCount(0);
+  counted_box_->setEnabled(data_ && data_->is_run());
+  axis_box_->setEnabled(bool(data_));
   if (!data_) {
     state_->setText("Open a run file to see its columns");
     plot_->replot();
     return;
   }
-  auto const& cs = data_->columns;
-  if (cs.empty()) {
-    state_->setText("Each column's distribution over the rows comes with the pass over the rows (in the "
-                    "background; see the status bar)");
+  if (data_->columns.empty()) {
+    state_->setText(
+        "Each column's distribution over the rows comes with the pass over the rows (in the "
+        "background; see the status bar)");
     plot_->replot();
     return;
   }
-  state_->setText(QString("Each column over its %1 rows: bands of percentiles (1-99, 10-90, 25-75), the median, and "
-                          "the least and greatest values. Percentiles are within 1/8 of a binary order of magnitude "
-                          "(the lower end of their bin); min and max are exact.")
-                      .arg(data_->rows));
-  auto const& top = data_->summary.levels.back();  // one block: every row
-  QVector<double> x;
-  for (std::int64_t c = 0; c < data_->cols; ++c) x << double(c);
-  auto series = [&](int k) {
-    QVector<double> y;
-    for (auto const& p : cs.percentiles) y << double(p[std::size_t(k)]);
-    return y;
-  };
-  auto add = [&](QVector<double> const& y, QColor colour, QString const& name) {
-    auto* g = plot_->addGraph();
-    g->setData(x, y, true);
-    g->setPen(QPen(colour, 1));
-    g->setName(name);
-    return g;
-  };
-  QColor const blue(40, 100, 170);
-  std::pair<int, int> const bands[] = {{0, 6}, {1, 5}, {2, 4}};
-  int alpha = 40;
-  for (auto [lo, hi] : bands) {
-    auto* low = add(series(lo), QColor(40, 100, 170, alpha), QString("%1-%2 %").arg(100 * ColumnStats::levels[lo]).arg(100 * ColumnStats::levels[hi]));
-    auto* high = add(series(hi), QColor(40, 100, 170, alpha), "");
-    high->setBrush(QColor(40, 100, 170, alpha));
-    high->setChannelFillGraph(low);
-    high->removeFromLegend();
-    alpha += 50;
-  }
-  add(series(3), blue.darker(150), "median")->setPen(QPen(blue.darker(150), 2));
-  QVector<double> lo, hi;
-  for (std::int64_t c = 0; c < data_->cols; ++c) lo << double(top.min[std::size_t(c)]), hi << double(top.max[std::size_t(c)]);
-  for (auto* g : {add(lo, QColor(120, 120, 120), "min, max"), add(hi, QColor(120, 120, 120), "")}) {
-    g->setLineStyle(QCPGraph::lsNone);
-    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCross, 6));
-  }
-  plot_->graph(plot_->graphCount() - 1)->removeFromLegend();
+  auto const& cs = stats(*data_);
+  bool const with_b = b_ && !b_->columns.empty();
+  // The symmetric log's linear width: a tenth of the largest 1-99 % bound, so the bands
+  // take a good part of the axis and values a thousand times larger still fit.
+  double q = 0;
+  for (auto const* d : {data_.get(), with_b ? b_.get() : nullptr})
+    if (d)
+      for (auto const& p : stats(*d).percentiles)
+        for (float v : {p[0], p[6]})
+          if (std::isfinite(v)) q = std::max(q, std::fabs(double(v)));
+  t_ = q > 0 ? q / 10 : 1e-30;
+  QString const rows = counted_only_ && data_->is_run()
+                           ? QString("its %1 rows with a count above 0 (of %2)").arg(cs.rows).arg(data_->rows)
+                           : QString("its %1 rows").arg(data_->rows);
+  state_->setText(QString("Each column over %1: bands of percentiles (1-99, 10-90, 25-75), the median, and the least "
+                          "and greatest values%2. Percentiles are within 1/8 of a binary order of magnitude (the lower "
+                          "end of their bin); min and max are exact.%3")
+                      .arg(rows, with_b ? " (A in blue; B in orange: its median and 1-99 % band)" : "",
+                           axis_ == Axis::SymmetricLog
+                               ? QString(" Axis: sign(v) log10(1 + |v|/t), t = %1.").arg(t_, 0, 'g', 3)
+                               : QString()));
+  drawDataset(*data_, QColor(40, 100, 170), with_b ? "A: " : "", true);
+  if (with_b) drawDataset(*b_, QColor(230, 120, 20), "B: ", false);
+  plot_->yAxis->setLabel(axis_ == Axis::SymmetricLog ? "value over the rows (symmetric log)" : "value over the rows");
+  layoutValueAxis();
   plot_->xAxis->setRange(-0.5, double(data_->cols) - 0.5);
-  plot_->yAxis->rescale();
   plot_->replot();
+  fillTable(cs);
+}
+
+void ColumnsView::layoutValueAxis() {
+  // Every point inside, with a margin: the extremes' markers were cut at the edges.
+  bool any = false;
+  QCPRange all;
+  for (int i = 0; i < plot_->graphCount(); ++i) {
+    bool found = false;
+    auto const r = plot_->graph(i)->getValueRange(found);
+    if (found) all = any ? QCPRange(std::min(all.lower, r.lower), std::max(all.upper, r.upper)) : r, any = true;
+  }
+  if (!any) all = QCPRange(-1, 1);
+  double const margin = all.size() > 0 ? 0.06 * all.size() : std::max(1.0, std::fabs(all.lower));
+  plot_->yAxis->setRange(all.lower - margin, all.upper + margin);
+  if (axis_ == Axis::Linear) {
+    plot_->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
+    return;
+  }
+  // Ticks at 0 and at +-10^n, labelled with the values (not their logarithms).
+  QSharedPointer<QCPAxisTickerText> ticks(new QCPAxisTickerText);
+  ticks->addTick(0, "0");
+  double const top = std::pow(10.0, std::fabs(all.lower) > all.upper ? -all.lower : all.upper) * t_;
+  int const lowest = int(std::floor(std::log10(t_))), highest = int(std::ceil(std::log10(std::max(top, t_))));
+  int const step = std::max(1, (highest - lowest + 1) / 6);  // about six per side
+  for (int n = highest; n >= lowest; n -= step)
+    for (double sign : {1.0, -1.0}) {
+      double const v = sign * std::pow(10.0, n), at = axisValue(v);
+      if (at >= all.lower - margin && at <= all.upper + margin) ticks->addTick(at, QString::number(v, 'g', 2));
+    }
+  plot_->yAxis->setTicker(ticks);
+}
+
+void ColumnsView::fillTable(ColumnStats const& cs) {
   table_->setRowCount(int(data_->cols));
   for (int c = 0; c < int(data_->cols); ++c) {
-    auto const& p = cs.percentiles[std::size_t(c)];
-    double const values[] = {double(top.min[std::size_t(c)]), p[0], p[2], p[3], p[4], p[6],
-                             double(top.max[std::size_t(c)]), cs.mean[std::size_t(c)], cs.stddev[std::size_t(c)]};
+    auto const k = std::size_t(c);
+    auto const& p = cs.percentiles[k];
+    double const values[] = {double(cs.min[k]), p[0],       p[2],        p[3], p[4], p[6],
+                             double(cs.max[k]), cs.mean[k], cs.stddev[k]};
     table_->setItem(c, 0, new QTableWidgetItem(QString::number(c)));
     for (int i = 0; i < 9; ++i) table_->setItem(c, i + 1, new QTableWidgetItem(QString::number(values[i], 'g', 6)));
-    table_->setItem(c, 10, new QTableWidgetItem(QString::number(cs.nan[std::size_t(c)])));
+    table_->setItem(c, 10, new QTableWidgetItem(QString::number(cs.nan[k])));
   }
 }
 
@@ -1007,18 +1169,18 @@ QString ColumnsView::hoverText(double x) const {
   if (!data_ || data_->columns.empty()) return {};
   std::int64_t const c = std::llround(x);
   if (c < 0 || c >= data_->cols) return {};
-  auto const& p = data_->columns.percentiles[std::size_t(c)];
-  auto const& top = data_->summary.levels.back();
+  auto const& cs = stats(*data_);
+  auto const& p = cs.percentiles[std::size_t(c)];
   return QString("column %1: min %2, 1 % %3, 25 % %4, median %5, 75 % %6, 99 % %7, max %8, mean %9")
       .arg(c)
-      .arg(double(top.min[std::size_t(c)]), 0, 'g', 6)
+      .arg(double(cs.min[std::size_t(c)]), 0, 'g', 6)
       .arg(double(p[0]), 0, 'g', 4)
       .arg(double(p[2]), 0, 'g', 4)
       .arg(double(p[3]), 0, 'g', 4)
       .arg(double(p[4]), 0, 'g', 4)
       .arg(double(p[6]), 0, 'g', 4)
-      .arg(double(top.max[std::size_t(c)]), 0, 'g', 6)
-      .arg(data_->columns.mean[std::size_t(c)], 0, 'g', 6);
+      .arg(double(cs.max[std::size_t(c)]), 0, 'g', 6)
+      .arg(cs.mean[std::size_t(c)], 0, 'g', 6);
 }
 
 QString ColumnsView::tableCsv() const {
@@ -1053,6 +1215,7 @@ DiffView::DiffView(QWidget* parent) : View(parent) {
   table_ = make_table(model_, this);
   table_->setObjectName("differing_rows");
   provenance_ = new QTableWidget(0, 3, this);
+  provenance_->setObjectName("provenance");
   provenance_->setHorizontalHeaderLabels({"", "A", "B"});
   provenance_->verticalHeader()->setVisible(false);
   provenance_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
@@ -1102,19 +1265,21 @@ void DiffView::setDatasets(std::shared_ptr<Dataset const> a, std::shared_ptr<Dat
   b_ = std::move(b);
   setSummary(DiffSummary{}, false);
   provenance_->setRowCount(0);
-  if (a_ && b_) {
-    provenance_->setHorizontalHeaderLabels({"", "A: " + QFileInfo(QString::fromStdString(a_->path)).fileName(),
-                                            "B: " + QFileInfo(QString::fromStdString(b_->path)).fileName()});
+  if (a_) {  // one run alone shows its own provenance (B's column waits for a file)
+    provenance_->setHorizontalHeaderLabels(
+        {"", "A: " + QFileInfo(QString::fromStdString(a_->path)).fileName(),
+         b_ ? "B: " + QFileInfo(QString::fromStdString(b_->path)).fileName() : QString("B: none open")});
     int i = 0;
     for (auto const& [field, value] : a_->provenance) {
       std::string other = "-";
-      for (auto const& [f, v] : b_->provenance)
-        if (f == field) other = v;
+      if (b_)
+        for (auto const& [f, v] : b_->provenance)
+          if (f == field) other = v;
       provenance_->insertRow(i);
       auto* name = new QTableWidgetItem(QString::fromStdString(field));
       auto* left = new QTableWidgetItem(QString::fromStdString(value));
       auto* right = new QTableWidgetItem(QString::fromStdString(other));
-      if (value != other) {
+      if (b_ && value != other) {
         QFont bold = left->font();
         bold.setBold(true);
         for (auto* item : {name, left, right}) item->setFont(bold);
@@ -1240,6 +1405,102 @@ void DiffView::nextDifferingRow() {
                              [](std::int64_t r, RowDifference const& d) { return r < d.row; });
   if (it == rows.end()) it = rows.begin();  // wrap around
   emit rowPicked(it->row);
+}
+
+// ---- info ----------------------------------------------------------------------------
+
+InfoView::InfoView(QWidget* parent) : QWidget(parent) {
+  browser_ = new QTextBrowser(this);
+  browser_->setObjectName("info");
+  browser_->setOpenLinks(false);
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(browser_);
+  setDatasets(nullptr, nullptr, {}, {});
+}
+
+QString InfoView::text() const {
+  return browser_->toPlainText();
+}
+
+QString InfoView::html() const {
+  return html_;
+}
+
+void InfoView::setDatasets(std::shared_ptr<Dataset const> a, std::shared_ptr<Dataset const> b, QString const& checks_a,
+                           QString const& checks_b) {
+  if (!a && !b) {
+    html_ = "<p>Open a run or table file to see what it holds (File &gt; Open)</p>";
+    browser_->setHtml(html_);
+    return;
+  }
+  QString html;
+  if (a) html += describe(*a, "A", checks_a);
+  if (b) html += "<hr>" + describe(*b, "B", checks_b);
+  int const scrolled = browser_->verticalScrollBar()->value();  // a check's progress keeps the place
+  html_ = html;
+  browser_->setHtml(html);
+  browser_->verticalScrollBar()->setValue(scrolled);
+}
+
+QString InfoView::describe(Dataset const& d, QString const& slot, QString const& checks) const {
+  auto esc = [](std::string const& text) { return QString::fromStdString(text).toHtmlEscaped(); };
+  auto const& info = d.info;
+  QString html = QString("<h3>%1: %2</h3><p><b>%3</b><br>%4</p>")
+                     .arg(slot, QFileInfo(QString::fromStdString(d.path)).fileName().toHtmlEscaped(),
+                          esc(info.headline), esc(info.meaning));
+  // What the window checked: the pass over the rows hashes the gradient, and HDF5
+  // tests a Fletcher-32 chunk as it reads it (every chunk of what the pass read).
+  QStringList fletcher;
+  int summary_sets = 0;  // the summary's many small datasets, counted, not listed
+  for (auto const& section : info.sections)
+    if (section.title == "datasets")
+      for (auto const& line : section.lines)
+        if (line.value.find("fletcher32") != std::string::npos) {
+          if (line.key.rfind("/summary/", 0) == 0)
+            ++summary_sets;
+          else
+            fletcher << QString::fromStdString(line.key);
+        }
+  if (summary_sets > 0) fletcher << QString("the summary's %1 datasets").arg(summary_sets);
+  QString const fletcher_list = fletcher.size() > 1
+                                    ? fletcher.mid(0, fletcher.size() - 1).join(", ") + " and " + fletcher.back()
+                                    : fletcher.join("");
+  bool const verified = checks.contains("verified");
+  html += "<h4>checks</h4><ul>";
+  html += "<li>" +
+          (checks.isEmpty() ? QString(d.is_run() ? "not checked" : "a table: no digest to check")
+                            : checks.toHtmlEscaped()) +
+          "</li>";
+  if (!fletcher.isEmpty())
+    html += QString("<li>Fletcher-32 on %1: %2</li>")
+                .arg(fletcher_list.toHtmlEscaped(),
+                     verified ? "every chunk read by the check passed" : "tested chunk by chunk as they are read");
+  html += "</ul>";
+  if (!d.summary.empty()) {
+    auto const& levels = d.summary.levels;
+    html += QString("<h4>summary</h4><p>%1 levels, blocks of %2 to %3 rows (finest first), %4</p>")
+                .arg(levels.size())
+                .arg(QString::fromStdString(io::with_commas(levels.front().block_rows)))
+                .arg(QString::fromStdString(io::with_commas(levels.back().block_rows)))
+                .arg(d.summary_stored ? (d.summary.verified ? "stored in the file and matching its summary_sha256"
+                                                            : "stored in the file (no digest: an older run)")
+                                      : "made on opening (the file holds none)");
+  }
+  QString const highlight = InfoView::highlight;
+  for (auto const& section : info.sections) {
+    html += "<h4>" + esc(section.title) + "</h4><table cellspacing='0' cellpadding='2'>";
+    for (auto const& line : section.lines) {
+      // What decides a run's bits stands out: two runs that differ there may differ in bits.
+      QString const key = "<tt>" + esc(line.key) + "</tt>", value = "<tt>" + esc(line.value) + "</tt>";
+      if (line.decides_bits)
+        html += QString("<tr><td bgcolor='%1'><b>%2</b></td><td bgcolor='%1'><b>%3</b></td></tr>")
+                    .arg(highlight, key, value);
+      else
+        html += QString("<tr><td>%1</td><td>%2</td></tr>").arg(key, value);
+    }
+    html += "</table>";
+  }
+  return html;
 }
 
 }  // namespace kembed::inspector

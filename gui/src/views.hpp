@@ -4,6 +4,7 @@
 #include "analysis.hpp"
 #include "models.hpp"
 
+#include <QColor>
 #include <QWidget>
 
 #include <functional>
@@ -25,6 +26,7 @@ class QLineEdit;
 class QSpinBox;
 class QTableView;
 class QTableWidget;
+class QTextBrowser;
 
 namespace kembed::inspector {
 
@@ -120,8 +122,9 @@ class GradientView : public View {
   void setScale(Scale scale);
   QString scaleLabel() const;
   // What the pointer is over: row, column, the values there (with their bits), the
-  // row's count and the band's value. Empty outside the cells.
-  QString hoverText(double x, double y) const;
+  // row's count and the band's value, of the panel under it (side by side: 0 is A,
+  // 1 B, 2 A - B; else the one shown). Empty outside the cells.
+  QString hoverText(double x, double y, int panel = 0) const;
   QString lastHover() const;
   QCustomPlot* plot() const override { return plot_; }
   QString tableCsv() const override;
@@ -132,8 +135,12 @@ class GradientView : public View {
  public slots:
   void showRow(qint64 row) override;
   void rebuild();
+  void fitAll();  // every row in view (Ctrl+0, a double-click)
 
  private:
+  // `r` moved and shrunk to lie within the rows, [-0.5, rows - 0.5], and at least a
+  // row tall: no zoom, pan or go-to shows rows that are not there.
+  QCPRange clamped(QCPRange r) const;
   void fill();  // bands for the axis rect's current height, without a replot
   void setColourRange();
   io::Summary const& shownSummary() const;
@@ -160,7 +167,12 @@ class GradientView : public View {
   QCPColorMap* map_d_ = nullptr;
   QCPColorScale* scale_d_ = nullptr;
   float top99_d_ = 1, top_full_d_ = 1;
-  Heat heat_;  // what is drawn
+  Heat heat_;             // what is drawn (side by side: A's)
+  Heat heat_b_, heat_d_;  // side by side: B's and A - B's
+  // The readout of what is under the pointer, kept true when the rows move under a
+  // still pointer (a zoom, a go-to); `pointer_` is where it was last seen.
+  void updateHover();
+  QPoint pointer_{-1, -1};
   std::shared_ptr<Dataset const> data_;
   int filled_height_ = -1;
   QCustomPlot* plot_;
@@ -181,21 +193,60 @@ class ColumnsView : public View {
  public:
   explicit ColumnsView(QWidget* parent = nullptr);
   void setDataset(std::shared_ptr<Dataset const> data);
+  // A second run drawn over A's (its median and 1-99 % band, in orange); null: none.
+  void setComparison(std::shared_ptr<Dataset const> b);
   void datasetUpdated();  // the scan's statistics arrived
   QCustomPlot* plot() const override { return plot_; }
   QString tableCsv() const override;
   QTableWidget* table() const { return table_; }
   QString hoverText(double x) const;  // the column under the pointer, in words
   QString stateText() const;
+  // The value axis: sign(v) log10(1 + |v|/t), which keeps the percentile bands and the
+  // extremes both readable, or linear; either way every extreme lies inside it.
+  enum class Axis { SymmetricLog, Linear };
+  void setAxis(Axis axis);
+  void setCountedOnly(bool on);      // leave out the rows with count 0 (runs)
+  double axisValue(double v) const;  // where value v is drawn on the axis
  public slots:
   void showRow(qint64) override {}  // a column view follows no row
 
  private:
-  std::shared_ptr<Dataset const> data_;
+  ColumnStats const& stats(Dataset const& d) const;
+  void drawDataset(Dataset const& d, QColor colour, QString const& prefix, bool bands);
+  void layoutValueAxis();
+  void fillTable(ColumnStats const& cs);
+  std::shared_ptr<Dataset const> data_, b_;
+  Axis axis_ = Axis::SymmetricLog;
+  bool counted_only_ = false;
+  double t_ = 1;  // the symmetric log's linear width
   QCustomPlot* plot_;
   QTableWidget* table_;
+  QComboBox* axis_box_;
+  QCheckBox* counted_box_;
   QLabel* state_;
   QLabel* hover_;
+};
+
+// One file's whole story, or two files' side by side: what `kembed info` prints (the
+// format and what it holds, a run's provenance, every attribute, the datasets with
+// their shapes, chunks and filters), the checks the window made, and the summary's
+// levels. The lines that decide a run's bits (plan, mode, backend, threads, ranks,
+// microbatch) are highlighted.
+class InfoView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit InfoView(QWidget* parent = nullptr);
+  // `checks`: what the window verified of each (its status text), empty while none.
+  void setDatasets(std::shared_ptr<Dataset const> a, std::shared_ptr<Dataset const> b, QString const& checks_a,
+                   QString const& checks_b);
+  QString text() const;                                // what is shown, as plain text
+  QString html() const;                                // what was given to show
+  static constexpr char const* highlight = "#fff3c4";  // behind the lines that decide a run's bits
+
+ private:
+  QString describe(Dataset const& d, QString const& slot, QString const& checks) const;
+  QTextBrowser* browser_;
+  QString html_;
 };
 
 // Two datasets: the verdict, the differing rows (max ULPs, max |a-b|, bits), the

@@ -4,6 +4,7 @@
 #include "main_window.hpp"
 
 #include <kembed/core/synthetic.hpp>
+#include <kembed/io/describe.hpp>
 #include <kembed/io/run_file.hpp>
 #include <kembed/io/sha256.hpp>
 
@@ -13,17 +14,22 @@
 #include <hdf5.h>
 
 #include <QApplication>
-#include <QHeaderView>
-#include <QMenu>
-#include <QMenuBar>
 #include <QCheckBox>
 #include <QComboBox>
-#include <QMouseEvent>
+#include <QDialog>
+#include <QFileInfo>
+#include <QHeaderView>
 #include <QImage>
+#include <QLabel>
+#include <QMenu>
+#include <QMenuBar>
+#include <QMouseEvent>
 #include <QProcess>
+#include <QSet>
 #include <QSettings>
 #include <QTableView>
 #include <QTableWidget>
+#include <QWheelEvent>
 
 #include <algorithm>
 #include <cmath>
@@ -292,21 +298,25 @@ TEST(InspectorSettings, RecentFilesStayInTheTestsOwnFolder) {
   EXPECT_EQ(fs::path(settings.fileName().toStdString()).parent_path().parent_path(), fs::path(work_dir() + "/config"));
 }
 
+// `run` written to `path`, then one value of its gradient rewritten in place as h5py
+// would, its gradient_sha256 left as it was: a run edited after it was written.
+void write_edited_run(std::string const& path, io::RunFile run) {
+  io::write_run(path, run);
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  hid_t d = H5Dopen2(f, "gradient", H5P_DEFAULT);
+  run.gradient[0] += 1.0f;
+  H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, run.gradient.data());
+  H5Dclose(d);
+  H5Fclose(f);
+}
+
 // The diff's rule: a run whose gradient no longer matches its stored SHA-256 is
 // damaged; it is closed with an error and never given a verdict.
 TEST_F(Inspector, ADamagedRunIsClosedAndNeverJudged) {
   auto const good = work_dir() + "/good.h5", edited = work_dir() + "/edited.h5";
   auto run = io::read_run(run_file());
   io::write_run(good, run);
-  io::write_run(edited, run);
-  {  // rewrite one value as h5py would, leaving gradient_sha256 as it was
-    hid_t f = H5Fopen(edited.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-    hid_t d = H5Dopen2(f, "gradient", H5P_DEFAULT);
-    run.gradient[0] += 1.0f;
-    H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, run.gradient.data());
-    H5Dclose(d);
-    H5Fclose(f);
-  }
+  write_edited_run(edited, run);
   MainWindow window;
   window.setQuiet(true);
   ASSERT_TRUE(window.open(QString::fromStdString(good), MainWindow::Slot::A));
@@ -388,6 +398,15 @@ void show(MainWindow& window, QString const& view = "counts") {
   window.setView(view);
   window.show();
   QApplication::processEvents();
+}
+
+// The fixture's run as A and `b` as B, both checked, `view` shown.
+void open_pair(MainWindow& window, std::string const& b, QString const& view) {
+  window.setQuiet(true);
+  ASSERT_TRUE(window.open(QString::fromStdString(run_file()), MainWindow::Slot::A));
+  ASSERT_TRUE(window.open(QString::fromStdString(b), MainWindow::Slot::B));
+  window.waitForChecks();
+  show(window, view);
 }
 
 // Defect 1: switching to the Gradient tab (not --screenshot's forced rebuild) shows
@@ -550,6 +569,141 @@ TEST(InspectorDefects, GradientCsvHoldsEveryRowAskedFor) {
   window.waitForChecks();
 }
 
+// Issue 40, defect 6: a CSV export canceled half way is no error (no dialog, no red
+// message): the status bar says it was canceled, and nothing is written.
+TEST(InspectorDefects, ACanceledExportIsNoError) {
+  auto const path = synthetic_run("cancel.h5", 20000, 3);
+  MainWindow window;
+  window.setQuiet(true);
+  ASSERT_TRUE(window.open(QString::fromStdString(path), MainWindow::Slot::A));
+  show(window, "gradient");
+  auto const out = work_dir() + "/canceled.csv";
+  EXPECT_FALSE(window.exportCsvTo(QString::fromStdString(out), [](double done) { return done < 0.5; }));
+  EXPECT_TRUE(window.lastError().isEmpty()) << window.lastError().toStdString();
+  EXPECT_TRUE(window.statusText().contains("canceled.csv: export canceled, nothing written"))
+      << window.statusText().toStdString();
+  EXPECT_FALSE(fs::exists(out));
+  window.waitForChecks();
+}
+
+// Issue 40, defect 5: the recent list keeps only files that open: one gone since
+// (opened from the list: "No such file") and one that failed its check leave it.
+TEST_F(Inspector, TheRecentListDropsFilesThatFail) {
+  auto const gone = work_dir() + "/gone.h5", edited = work_dir() + "/edited_recent.h5";
+  auto run = io::read_run(run_file());
+  io::write_run(gone, run);
+  write_edited_run(edited, run);
+  auto recent = [] { return QSettings("kembed", "inspector").value("recent").toStringList(); };
+  auto listed = [&](std::string const& p) {
+    return recent().contains(QFileInfo(QString::fromStdString(p)).absoluteFilePath());
+  };
+  MainWindow window;
+  window.setQuiet(true);
+  ASSERT_TRUE(window.open(QString::fromStdString(gone), MainWindow::Slot::A));
+  window.waitForChecks();
+  ASSERT_TRUE(listed(gone));
+  fs::remove(gone);
+  QAction* again = nullptr;  // File > Open recent > gone.h5
+  for (auto* action : window.findChildren<QAction*>())
+    if (action->text() == QFileInfo(QString::fromStdString(gone)).absoluteFilePath()) again = action;
+  ASSERT_NE(again, nullptr);
+  again->trigger();
+  EXPECT_FALSE(window.lastError().isEmpty());
+  EXPECT_FALSE(listed(gone)) << "a file that is gone leaves the list";
+  ASSERT_TRUE(window.open(QString::fromStdString(edited), MainWindow::Slot::A));
+  EXPECT_TRUE(listed(edited));
+  window.waitForChecks();
+  QApplication::processEvents();
+  EXPECT_EQ(window.datasetA(), nullptr) << "the edited run failed its check";
+  EXPECT_FALSE(listed(edited)) << "a file that failed its check leaves the list";
+}
+
+// Issue 40, defect 8: a table's Counts tab has no empty plot with live controls (a
+// table has no counts); a run opened after it gets them back.
+TEST_F(Inspector, ATablesCountsTabOffersNoCounts) {
+  auto const table = (fs::path(run_file()).parent_path() / "t.h5").string();
+  MainWindow window;
+  window.setQuiet(true);
+  ASSERT_TRUE(window.open(QString::fromStdString(table), MainWindow::Slot::A));
+  show(window, "counts");
+  auto* counts = window.countsView();
+  EXPECT_TRUE(counts->plot()->isHidden());
+  EXPECT_TRUE(counts->topRows()->isHidden());
+  EXPECT_FALSE(counts->findChild<QCheckBox*>("log_bins")->isEnabled());
+  EXPECT_TRUE(counts->summaryText().contains("has no counts")) << counts->summaryText().toStdString();
+  window.waitForChecks();
+  ASSERT_TRUE(window.open(QString::fromStdString(run_file()), MainWindow::Slot::A));
+  QApplication::processEvents();
+  EXPECT_FALSE(counts->plot()->isHidden());
+  EXPECT_TRUE(counts->findChild<QCheckBox*>("log_bins")->isEnabled());
+  window.waitForChecks();
+}
+
+// Issue 40, defect 8 (three of its smaller ones): each menu's mnemonics are its own
+// (File had two C's), the views have keys (Ctrl+1..5, Ctrl+Tab, Ctrl+Shift+Tab, in
+// F1 too), and file dialogs open in the open run's folder.
+TEST_F(Inspector, MenusKeysAndDialogsFitTheirUse) {
+  MainWindow window;
+  window.setQuiet(true);
+  auto mnemonic = [](QString const& text) {
+    auto const at = text.indexOf('&');
+    return at >= 0 && at + 1 < text.size() ? text[at + 1].toLower() : QChar();
+  };
+  QList<QChar> menus;
+  for (auto* action : window.menuBar()->actions()) {
+    menus << mnemonic(action->text());
+    QList<QChar> seen;
+    for (auto* item : action->menu()->actions()) {
+      if (item->isSeparator()) continue;
+      auto const m = mnemonic(item->text());
+      EXPECT_FALSE(m.isNull()) << item->text().toStdString();
+      EXPECT_FALSE(seen.contains(m)) << action->text().toStdString() << " > " << item->text().toStdString();
+      seen << m;
+    }
+  }
+  EXPECT_EQ(QSet<QChar>(menus.begin(), menus.end()).size(), menus.size());
+  auto by_key = [&](QKeySequence key) -> QAction* {
+    for (auto* action : window.findChildren<QAction*>())
+      if (action->shortcuts().contains(key)) return action;
+    return nullptr;
+  };
+  show(window, "counts");
+  QWidget* const order[] = {window.countsView(), window.gradientView(), window.columnsView(), window.diffView(),
+                            window.infoView()};
+  for (int i = 0; i < 5; ++i) {
+    auto* key = by_key(QKeySequence(Qt::CTRL | Qt::Key(Qt::Key_1 + i)));
+    ASSERT_NE(key, nullptr) << "Ctrl+" << i + 1;
+    key->trigger();
+    EXPECT_EQ(window.currentView(), order[i]) << "Ctrl+" << i + 1;
+  }
+  auto* next = by_key(QKeySequence(Qt::CTRL | Qt::Key_Tab));
+  auto* back = by_key(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Tab));
+  ASSERT_NE(next, nullptr);
+  ASSERT_NE(back, nullptr);
+  next->trigger();
+  EXPECT_EQ(window.currentView(), order[0]) << "after the last view, the first";
+  back->trigger();
+  EXPECT_EQ(window.currentView(), order[4]);
+  for (char const* key : {"Ctrl+1..5", "Ctrl+Tab", "Ctrl+Shift+Tab"})
+    EXPECT_TRUE(window.keysText().contains(key)) << key;
+  EXPECT_TRUE(window.dialogFolder().isEmpty()) << "no file: the working directory";
+  ASSERT_TRUE(window.open(QString::fromStdString(run_file()), MainWindow::Slot::A));
+  EXPECT_EQ(window.dialogFolder(), QFileInfo(QString::fromStdString(run_file())).absolutePath());
+  window.waitForChecks();
+  // An exported chart carries a caption: the view and the file with its shape.
+  window.setView("gradient");
+  QApplication::processEvents();
+  auto const name = QFileInfo(QString::fromStdString(run_file())).fileName();
+  auto const& a = *window.datasetA();
+  EXPECT_EQ(window.chartCaption(),
+            QString("kembed inspector, Gradient view: A %1 (%2 x %3)").arg(name).arg(a.rows).arg(a.cols));
+  QImage const chart = window.gradientView()->plot()->toPixmap().toImage(), png = window.chartImage();
+  EXPECT_EQ(png.width(), chart.width());
+  ASSERT_GT(png.height(), chart.height());
+  EXPECT_GT(pixels_near(png.copy(0, 0, png.width(), png.height() - chart.height()), QColor(0, 0, 0), 60), 20)
+      << "the caption's text";
+}
+
 // Defect 7: every histogram bar's range can be read, the row table's columns fit,
 // and the heatmap's column ticks are whole columns.
 TEST_F(Inspector, LabelsAreWholeAndNothingIsCutOff) {
@@ -624,6 +778,20 @@ TEST(InspectorDefects, HelpListsTheKeys) {
   auto const text = window.keysText();
   for (char const* key : {"F1", "F6", "Ctrl+G", "Ctrl+F", "Ctrl+O", "Ctrl+D", "wheel", "right-click"})
     EXPECT_TRUE(text.contains(key)) << key;
+  // Issue 40, defect 8: the list keeps its columns, each line on one line of the dialog.
+  window.show();
+  keys->trigger();
+  QApplication::processEvents();
+  auto* dialog = window.findChild<QDialog*>("keys");
+  ASSERT_NE(dialog, nullptr);
+  auto* label = dialog->findChild<QLabel*>();
+  ASSERT_NE(label, nullptr);
+  EXPECT_FALSE(label->wordWrap());
+  int widest = 0;
+  for (auto const& line : text.split('\n')) widest = std::max(widest, label->fontMetrics().horizontalAdvance(line));
+  EXPECT_GE(label->width(), widest) << "no line is cut or wrapped";
+  EXPECT_EQ(label->text(), text);
+  dialog->close();
 }
 
 // The heatmap's bands are exactly what folding their rows gives (heat_value of the
@@ -725,6 +893,8 @@ TEST_F(Inspector, TheVerdictExplainsItself) {
   }));
   ASSERT_EQ(other_mode.size(), 4u);
   EXPECT_EQ(other_mode[0].rfind("1 of ", 0), 0u) << other_mode[0];
+  // The headline's largest ULP names its row and column, as kembed diff does (issue 40, defect 8).
+  EXPECT_NE(other_mode[0].find("ULPs (row " + std::to_string(hot) + ", column 2)"), std::string::npos) << other_mode[0];
   EXPECT_NE(other_mode[1].find("row " + std::to_string(hot) + ", column 2"), std::string::npos) << other_mode[1];
   EXPECT_NE(other_mode[1].find("relative difference of 0.333"), std::string::npos) << other_mode[1];
   EXPECT_NE(other_mode[2].find("in the hot rows"), std::string::npos) << other_mode[2];
@@ -814,11 +984,7 @@ TEST_F(Inspector, HoverReadoutAndColourScalesAndTheDifferenceHeatmap) {
   auto const run = io::read_run(run_file());
   auto const changed = io::read_run(one_row);
   MainWindow window;
-  window.setQuiet(true);
-  ASSERT_TRUE(window.open(QString::fromStdString(run_file()), MainWindow::Slot::A));
-  ASSERT_TRUE(window.open(QString::fromStdString(one_row), MainWindow::Slot::B));
-  window.waitForChecks();
-  show(window, "gradient");
+  open_pair(window, one_row, "gradient");
   auto* view = window.gradientView();
   auto* plot = view->plot();
   plot->replot();
@@ -887,6 +1053,203 @@ TEST_F(Inspector, HoverReadoutAndColourScalesAndTheDifferenceHeatmap) {
   view->setShow(GradientView::Show::A);
   EXPECT_EQ(plot->axisRectCount(), 1);
   EXPECT_EQ(plot->yAxis->range().lower, 20.0) << "the zoom stays";
+}
+
+// What a person's mouse does to a plot: a wheel turn (+ zooms in), a drag, a double-click.
+void wheel(QWidget* plot, QPointF at, int delta) {
+  QWheelEvent e(at, plot->mapToGlobal(at), QPoint(), QPoint(0, delta), Qt::NoButton, Qt::NoModifier, Qt::NoScrollPhase,
+                false);
+  QApplication::sendEvent(plot, &e);
+}
+void drag(QWidget* plot, QPointF from, QPointF to) {
+  QMouseEvent press(QEvent::MouseButtonPress, from, plot->mapToGlobal(from), Qt::LeftButton, Qt::LeftButton,
+                    Qt::NoModifier);
+  QApplication::sendEvent(plot, &press);
+  for (int step = 1; step <= 4; ++step) {
+    QPointF const at = from + (to - from) * (step / 4.0);
+    QMouseEvent move(QEvent::MouseMove, at, plot->mapToGlobal(at), Qt::NoButton, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(plot, &move);
+  }
+  QMouseEvent release(QEvent::MouseButtonRelease, to, plot->mapToGlobal(to), Qt::LeftButton, Qt::NoButton,
+                      Qt::NoModifier);
+  QApplication::sendEvent(plot, &release);
+  QApplication::processEvents();
+}
+void double_click(QWidget* plot, QPointF at) {
+  QMouseEvent e(QEvent::MouseButtonDblClick, at, plot->mapToGlobal(at), Qt::LeftButton, Qt::LeftButton, Qt::NoModifier);
+  QApplication::sendEvent(plot, &e);
+  QApplication::processEvents();
+}
+
+// Issue 40, defect 2: the heatmap stays on the rows. Zooming out stops at every row,
+// a drag stops at either end, going to row 0 while zoomed in shows row 0 at the top
+// (not rows -16..0), and Ctrl+0 or a double-click fits every row back (F1 says so).
+TEST_F(Inspector, TheHeatmapStaysOnTheRows) {
+  MainWindow window;
+  window.setQuiet(true);
+  ASSERT_TRUE(window.open(QString::fromStdString(run_file()), MainWindow::Slot::A));
+  window.waitForChecks();
+  show(window, "gradient");
+  auto* view = window.gradientView();
+  auto* plot = view->plot();
+  plot->replot();
+  std::int64_t const rows = window.datasetA()->rows;
+  auto const all = QCPRange(-0.5, double(rows) - 0.5);
+  auto on_the_rows = [&](char const* what) {
+    auto const r = plot->yAxis->range();
+    EXPECT_GE(r.lower, all.lower) << what;
+    EXPECT_LE(r.upper, all.upper) << what;
+    auto const first = std::int64_t(std::floor(r.lower + 0.5)), last = std::int64_t(std::ceil(r.upper + 0.5)) - 1;
+    EXPECT_TRUE(view->infoText().startsWith(QString("rows %1 to %2 of %3 ").arg(first).arg(last).arg(rows)))
+        << what << ": " << view->infoText().toStdString();
+    EXPECT_LE(first, last) << what;
+  };
+  QPointF const centre = plot->axisRect()->center();
+  for (int i = 0; i < 40; ++i) wheel(plot, centre, -120);
+  on_the_rows("zoomed out 40 turns");
+  EXPECT_EQ(plot->yAxis->range(), all) << "zooming out stops at every row";
+  for (int i = 0; i < 12; ++i) wheel(plot, centre, 120);
+  ASSERT_LT(plot->yAxis->range().size(), 0.3 * double(rows));
+  drag(plot, centre, centre + QPointF(0, 12 * plot->axisRect()->height()));
+  on_the_rows("dragged down past the top");
+  EXPECT_EQ(plot->yAxis->range().lower, all.lower);
+  drag(plot, centre, centre - QPointF(0, 24 * plot->axisRect()->height()));
+  on_the_rows("dragged up past the end");
+  EXPECT_EQ(plot->yAxis->range().upper, all.upper);
+  window.selectRow(0);  // Ctrl+G 0
+  on_the_rows("went to row 0");
+  EXPECT_EQ(plot->yAxis->range().lower, all.lower);
+  QAction* fit = nullptr;
+  for (auto* action : window.findChildren<QAction*>())
+    if (action->shortcut() == QKeySequence(Qt::CTRL | Qt::Key_0)) fit = action;
+  ASSERT_NE(fit, nullptr) << "a key that fits every row";
+  fit->trigger();
+  EXPECT_EQ(plot->yAxis->range(), all) << "Ctrl+0";
+  for (int i = 0; i < 12; ++i) wheel(plot, centre, 120);
+  ASSERT_NE(plot->yAxis->range(), all);
+  double_click(plot, centre);
+  EXPECT_EQ(plot->yAxis->range(), all) << "a double-click";
+  on_the_rows("fitted");
+  EXPECT_TRUE(window.keysText().contains("Ctrl+0")) << window.keysText().toStdString();
+  EXPECT_TRUE(window.keysText().contains("double-click")) << window.keysText().toStdString();
+}
+
+// Issue 40, defect 3: A | B | A - B side by side stay in step whichever panel the
+// mouse drags or zooms in.
+TEST_F(Inspector, SideBySidePanelsMoveTogether) {
+  auto const [same, one_row] = variants(17);
+  MainWindow window;
+  open_pair(window, one_row, "gradient");
+  auto* view = window.gradientView();
+  auto* plot = view->plot();
+  view->setShow(GradientView::Show::SideBySide);
+  plot->replot();
+  ASSERT_EQ(plot->axisRectCount(), 3);
+  auto in_step = [&](char const* what) {
+    auto const a = plot->axisRect(0)->axis(QCPAxis::atLeft)->range();
+    for (int i : {1, 2}) {
+      auto const r = plot->axisRect(i)->axis(QCPAxis::atLeft)->range();
+      EXPECT_EQ(r.lower, a.lower) << what << ", panel " << i;
+      EXPECT_EQ(r.upper, a.upper) << what << ", panel " << i;
+    }
+  };
+  for (int panel : {1, 2, 0}) {
+    SCOPED_TRACE(panel);
+    QPointF const centre = plot->axisRect(panel)->center();
+    auto const before = plot->yAxis->range();
+    for (int i = 0; i < 6; ++i) wheel(plot, centre, 120);
+    in_step("zoomed");
+    EXPECT_LT(plot->yAxis->range().size(), before.size());
+    auto const zoomed = plot->yAxis->range();
+    drag(plot, centre, centre - QPointF(0, plot->axisRect(panel)->height() / 4));
+    in_step("dragged");
+    EXPECT_NE(plot->yAxis->range().lower, zoomed.lower) << "the drag moved the rows";
+    plot->replot();
+    in_step("painted");
+    view->fitAll();
+  }
+}
+
+// Issue 40, defect 8 (two more): the readout names what is under the pointer after
+// the rows move beneath it (a zoom, a go-to), and over A - B's panel it gives A - B's
+// band, not A's.
+TEST_F(Inspector, TheReadoutIsWhatIsUnderThePointer) {
+  auto const [same, one_row] = variants(17);
+  auto const run = io::read_run(run_file()), changed = io::read_run(one_row);
+  MainWindow window;
+  open_pair(window, one_row, "gradient");
+  auto* view = window.gradientView();
+  auto* plot = view->plot();
+  plot->replot();
+  auto move_to = [&](QPointF at) {
+    QMouseEvent move(QEvent::MouseMove, at, plot->mapToGlobal(at), Qt::NoButton, Qt::NoButton, Qt::NoModifier);
+    QApplication::sendEvent(plot, &move);
+  };
+  QPointF const still(plot->xAxis->coordToPixel(1), plot->yAxis->coordToPixel(10));
+  move_to(still);
+  ASSERT_TRUE(view->lastHover().startsWith("row 10, column 1: ")) << view->lastHover().toStdString();
+  auto row_under = [&] { return std::llround(plot->yAxis->pixelToCoord(still.y())); };
+  for (int i = 0; i < 6; ++i) wheel(plot, plot->axisRect()->center() + QPointF(0, 200), 120);
+  ASSERT_NE(row_under(), 10);
+  EXPECT_TRUE(view->lastHover().startsWith(QString("row %1, column 1: ").arg(row_under())))
+      << "after a zoom: " << view->lastHover().toStdString();
+  window.selectRow(95);  // Ctrl+G 95: the rows move under the pointer
+  EXPECT_TRUE(view->lastHover().startsWith(QString("row %1, column 1: ").arg(row_under())))
+      << "after a go-to: " << view->lastHover().toStdString();
+  view->fitAll();
+  view->setShow(GradientView::Show::SideBySide);
+  plot->replot();
+  ASSERT_EQ(plot->axisRectCount(), 3);
+  float const a = run.gradient[std::size_t(17 * run.cols + 2)], b = changed.gradient[std::size_t(17 * run.cols + 2)];
+  for (int panel : {0, 1, 2}) {
+    auto* rect = plot->axisRect(panel);
+    move_to(QPointF(rect->axis(QCPAxis::atBottom)->coordToPixel(2), rect->axis(QCPAxis::atLeft)->coordToPixel(17)));
+    double const band = panel == 0 ? double(a) : panel == 1 ? double(b) : double(a - b);
+    char const* const name[] = {"A", "B", "A - B"};
+    EXPECT_TRUE(
+        view->lastHover().endsWith(QString("band of rows 17-17 (%1): %2").arg(name[panel]).arg(band, 0, 'g', 9)))
+        << panel << ": " << view->lastHover().toStdString();
+  }
+}
+
+// Issue 40, defect 7 and the Info view: one run alone shows its whole story: what
+// `kembed info` prints (format, provenance, every attribute, every dataset with its
+// shape, chunks and filters), the window's checks, the summary's levels, with the
+// lines that decide its bits highlighted; the Diff tab's provenance lists A's alone.
+TEST_F(Inspector, TheInfoViewTellsOneRunsWholeStory) {
+  MainWindow window;
+  window.setQuiet(true);
+  ASSERT_TRUE(window.open(QString::fromStdString(run_file()), MainWindow::Slot::A));
+  window.waitForChecks();
+  show(window, "info");
+  EXPECT_EQ(window.currentView(), static_cast<QWidget*>(window.infoView()));
+  auto const text = window.infoView()->text();
+  auto const info = io::file_info(run_file());
+  EXPECT_TRUE(text.contains(QString::fromStdString(info.headline))) << text.toStdString();
+  ASSERT_GE(info.sections.size(), 3u) << "a run: provenance, attributes, datasets";
+  int marked = 0;
+  for (auto const& section : info.sections) {
+    EXPECT_TRUE(text.contains(QString::fromStdString(section.title))) << section.title;
+    for (auto const& line : section.lines) {
+      EXPECT_TRUE(text.contains(QString::fromStdString(line.key))) << line.key;
+      EXPECT_TRUE(text.contains(QString::fromStdString(line.value).simplified().left(40)) ||
+                  text.simplified().contains(QString::fromStdString(line.value).simplified()))
+          << line.key << ": " << line.value;
+      marked += line.decides_bits;
+    }
+  }
+  EXPECT_EQ(marked, 2) << "the microbatch line and the ran line (plan, mode, backend, threads, ranks)";
+  EXPECT_TRUE(text.contains("fletcher32")) << "the gradient's filters";
+  EXPECT_TRUE(text.contains("SHA-256 verified: gradient")) << text.toStdString();
+  EXPECT_TRUE(text.contains("Fletcher-32 on /counts, /gradient and the summary's")) << text.toStdString();
+  EXPECT_TRUE(text.contains(QString("%1 levels").arg(window.datasetA()->summary.levels.size()))) << text.toStdString();
+  EXPECT_EQ(window.infoView()->html().count(QString("<td bgcolor='%1'>").arg(InfoView::highlight)), 2 * marked)
+      << "highlighted, key and value";
+  // The Diff tab's provenance table is A's own while B is not open.
+  auto* table = window.diffView()->findChild<QTableWidget*>("provenance");
+  ASSERT_NE(table, nullptr);
+  EXPECT_EQ(table->rowCount(), int(window.datasetA()->provenance.size()));
+  EXPECT_EQ(table->horizontalHeaderItem(2)->text(), "B: none open");
 }
 
 // Row search and filters: ids and ranges as pasted, a count range, both with any
@@ -967,6 +1330,90 @@ TEST_F(Inspector, ColumnStatisticsAreTheColumnsOwn) {
   }
   EXPECT_LT(column_bin(-1.0f), column_bin(-0.5f));
   EXPECT_LT(column_bin(0.5f), column_bin(1.0f));
+}
+
+// Issue 40, defect 4: the Columns view shows every extreme inside its axis, keeps the
+// 1-99 % bands readable beside extremes 500 times larger (a symmetric log axis), keeps
+// its legend off the columns, grows with the window, can leave out the rows with count
+// 0, and draws a second run over the first.
+TEST(InspectorDefects, TheColumnsViewIsReadable) {
+  std::int64_t const rows = 4000, cols = 8;
+  auto extremes = [](io::RunFile& run) {
+    run.gradient[std::size_t(17 * run.cols + 3)] = 500.0f;
+    run.gradient[std::size_t(29 * run.cols + 7)] = -800.0f;
+  };
+  auto const a = synthetic_run("columns_a.h5", rows, cols, extremes);
+  auto const b = synthetic_run("columns_b.h5", rows, cols, [&](io::RunFile& run) {
+    extremes(run);
+    for (auto& x : run.gradient) x *= 0.5f;
+  });
+  MainWindow window;
+  window.setQuiet(true);
+  ASSERT_TRUE(window.open(QString::fromStdString(a), MainWindow::Slot::A));
+  window.waitForChecks();
+  window.resize(1000, 700);
+  show(window, "columns");
+  window.resize(1000, 700);
+  QApplication::processEvents();
+  auto* view = window.columnsView();
+  auto* plot = view->plot();
+  plot->replot();
+  auto const& cs = window.datasetA()->columns;
+  for (auto axis : {ColumnsView::Axis::Linear, ColumnsView::Axis::SymmetricLog}) {
+    view->setAxis(axis);
+    plot->replot();
+    QRect const inside = plot->axisRect()->rect();
+    for (std::int64_t c = 0; c < cols; ++c)
+      for (float v : {cs.min[std::size_t(c)], cs.max[std::size_t(c)]}) {
+        double const y = plot->yAxis->coordToPixel(view->axisValue(v));
+        EXPECT_GE(y, inside.top() + 4) << "column " << c << " value " << v << " (a marker is 6 px)";
+        EXPECT_LE(y, inside.bottom() - 4) << "column " << c << " value " << v;
+      }
+    EXPECT_FALSE(plot->legend->outerRect().intersects(inside)) << "the legend is off the columns";
+  }
+  // The bands: with the symmetric log axis column 0's 1-99 % band is a sixth of the plot
+  // or more (on the linear axis, scaled to -800..500, it was a line).
+  auto band_pixels = [&] {
+    auto const& p = cs.percentiles[0];
+    return std::fabs(plot->yAxis->coordToPixel(view->axisValue(p[6])) -
+                     plot->yAxis->coordToPixel(view->axisValue(p[0])));
+  };
+  EXPECT_GE(band_pixels(), plot->axisRect()->height() / 6.0);
+  view->setAxis(ColumnsView::Axis::Linear);
+  plot->replot();
+  EXPECT_LT(band_pixels(), plot->axisRect()->height() / 50.0) << "why the symmetric log axis is the default";
+  view->setAxis(ColumnsView::Axis::SymmetricLog);
+  // It grows with the window.
+  int const before = plot->height();
+  window.resize(1400, 1000);
+  QApplication::processEvents();
+  EXPECT_GT(plot->height(), before + 100);
+  // Rows with count 0 left out: the statistics are the counted rows' own.
+  auto const run = io::read_run(a);
+  std::vector<float> counted;
+  for (std::int64_t r = 0; r < rows; ++r)
+    if (run.counts[std::size_t(r)] > 0) counted.push_back(run.gradient[std::size_t(r * cols)]);
+  ASSERT_LT(counted.size(), std::size_t(rows));
+  auto* only = view->findChild<QCheckBox*>("counted_only");
+  ASSERT_NE(only, nullptr);
+  ASSERT_TRUE(only->isEnabled());
+  only->click();
+  EXPECT_TRUE(view->stateText().contains(QString("its %1 rows with a count above 0").arg(counted.size())))
+      << view->stateText().toStdString();
+  std::sort(counted.begin(), counted.end());
+  float const median = counted[std::size_t(0.5 * double(counted.size() - 1))];
+  EXPECT_EQ(view->table()->item(0, 4)->text(), QString::number(double(column_bin_floor(column_bin(median))), 'g', 6));
+  EXPECT_EQ(view->table()->item(0, 1)->text(), QString::number(double(counted.front()), 'g', 6));
+  only->click();
+  // A second run: its median and band over A's.
+  ASSERT_TRUE(window.open(QString::fromStdString(b), MainWindow::Slot::B));
+  window.waitForChecks();
+  QApplication::processEvents();
+  QStringList names;
+  for (int i = 0; i < plot->graphCount(); ++i) names << plot->graph(i)->name();
+  EXPECT_TRUE(names.contains("B: median")) << names.join(", ").toStdString();
+  EXPECT_TRUE(names.contains("A: median")) << names.join(", ").toStdString();
+  EXPECT_TRUE(view->stateText().contains("B in orange")) << view->stateText().toStdString();
 }
 
 // Defect 10: opening a run and painting it whole reads its counts and summary, not
