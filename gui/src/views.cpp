@@ -1142,7 +1142,8 @@ void ColumnsView::layoutValueAxis() {
   QSharedPointer<QCPAxisTickerText> ticks(new QCPAxisTickerText);
   ticks->addTick(0, "0");
   double const top = std::pow(10.0, std::fabs(all.lower) > all.upper ? -all.lower : all.upper) * t_;
-  int const lowest = int(std::floor(std::log10(t_))), highest = int(std::ceil(std::log10(std::max(top, t_))));
+  // From t up: below it the axis is linear and near-zero ticks would crowd 0's label.
+  int const lowest = int(std::ceil(std::log10(t_))), highest = int(std::ceil(std::log10(std::max(top, t_))));
   int const step = std::max(1, (highest - lowest + 1) / 6);  // about six per side
   for (int n = highest; n >= lowest; n -= step)
     for (double sign : {1.0, -1.0}) {
