@@ -455,6 +455,12 @@ GradientView::GradientView(QWidget* parent) : View(parent) {
   colours_->addItems({"linear, 99th percentile", "linear, full range", "symmetric log", "log |value|"});
   colours_->setToolTip("How values become colours; the colour bar's label says what it shows");
   connect(colours_, qOverload<int>(&QComboBox::activated), this, [this](int i) { setScale(Scale(i)); });
+  unreferenced_ = new QCheckBox("grey: rows with count 0", this);
+  unreferenced_->setObjectName("unreferenced");
+  unreferenced_->setToolTip(
+      "Bands whose rows no position referenced (their gradient is zero) in grey, so that "
+      "they are told apart from small values");
+  connect(unreferenced_, &QCheckBox::toggled, this, [this] { rebuild(); });
   hover_ = new QLabel(this);
   hover_->setObjectName("hover");
   hover_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -462,6 +468,7 @@ GradientView::GradientView(QWidget* parent) : View(parent) {
   auto* top = new QHBoxLayout;
   top->addWidget(which_);
   top->addWidget(colours_);
+  top->addWidget(unreferenced_);
   top->addWidget(info_, 1);
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(top);
@@ -501,6 +508,7 @@ void GradientView::setDataset(std::shared_ptr<Dataset const> data) {
   b_ = nullptr, diff_ = nullptr;
   showAOnly();
   which_->setVisible(false);
+  unreferenced_->setEnabled(data_ && data_->is_run());
   map_->setVisible(bool(data_));
   scale_->setVisible(bool(data_));
   marker_->setVisible(false);
@@ -709,6 +717,12 @@ void GradientView::datasetUpdated() {
   rebuild();
 }
 
+bool GradientView::unreferencedBand(std::int64_t first, std::int64_t last) const {
+  if (!unreferenced_->isChecked() || !data_->is_run() || data_->counts.size() != std::size_t(data_->rows)) return false;
+  auto const from = data_->counts.begin() + std::ptrdiff_t(first), to = data_->counts.begin() + std::ptrdiff_t(last);
+  return std::all_of(from, to, [](std::int64_t c) { return c == 0; });  // stops at the first referenced row
+}
+
 QCPRange GradientView::clamped(QCPRange r) const {
   double const lowest = -0.5, highest = double(data_->rows) - 0.5;
   double const size = std::clamp(r.size(), std::min(1.0, highest - lowest), highest - lowest);
@@ -787,6 +801,7 @@ void GradientView::fill() {
                 : show_ == Show::Difference   ? "from the comparison's summary"
                 : (show_ == Show::B ? b_ : data_)->summary_stored ? "from the run's summary"
                                                                    : "from the summary made on opening")));
+  if (unreferenced_->isChecked() && data_->is_run()) info_->setText(info_->text() + "; grey: rows with count 0");
   rebuilding_ = false;
 }
 
@@ -813,11 +828,14 @@ void GradientView::paint(QCPColorMap* map, Heat const& heat, float top99) const 
   }
   double const x1 = data_->cols > 1 ? double(data_->cols - 1) : 0.5;
   cells->setRange(QCPRange(data_->cols > 1 ? 0.0 : -0.5, x1), QCPRange(y0, y1));
-  for (int b = 0; b < drawn; ++b)
+  for (int b = 0; b < drawn; ++b) {
+    auto const sb = std::size_t(std::min(b, bands - 1));
+    bool const grey = unreferencedBand(heat.first[sb], heat.first[sb + 1]);
     for (int c = 0; c < cells->keySize(); ++c) {
-      auto const sb = std::size_t(std::min(b, bands - 1)), sc = std::size_t(std::min<std::int64_t>(c, data_->cols - 1));
-      cells->setCell(c, b, toColour(heat.values[sb * std::size_t(data_->cols) + sc], top99));
+      auto const sc = std::size_t(std::min<std::int64_t>(c, data_->cols - 1));
+      cells->setCell(c, b, grey ? std::nan("") : toColour(heat.values[sb * std::size_t(data_->cols) + sc], top99));
     }
+  }
 }
 
 void GradientView::sideBySide(bool on) {

@@ -149,6 +149,9 @@ class GradientView : public View {
   Show show_ = Show::A;
   QComboBox* which_;
   QComboBox* colours_;
+  QCheckBox* unreferenced_;  // the sparsity overlay: bands of rows with count 0 in grey
+  // Whether the overlay is on and rows [first, last) all have count 0.
+  bool unreferencedBand(std::int64_t first, std::int64_t last) const;
   QLabel* hover_;
   Scale scale_kind_ = Scale::Linear99;
   float top99_ = 1, top_full_ = 1;  // of the shown summary's finest blocks' max |value|

@@ -1134,6 +1134,43 @@ TEST_F(Inspector, TheHeatmapStaysOnTheRows) {
   EXPECT_TRUE(window.keysText().contains("double-click")) << window.keysText().toStdString();
 }
 
+// Issue 40's sparsity overlay: with "grey: rows with count 0" ticked, the bands whose
+// rows no position referenced are grey (NaN's colour), the others as they were.
+TEST(InspectorDefects, TheHeatmapCanGreyTheUnreferencedRows) {
+  std::int64_t const rows = 200, cols = 4;
+  auto const path = synthetic_run("sparse_overlay.h5", rows, cols, [](io::RunFile& run) {
+    run.positions = 0;
+    for (std::int64_t r = 0; r < run.rows; ++r) run.positions += run.counts[std::size_t(r)] = r < 40 ? 0 : 1 + r % 3;
+    run.microbatch_size = run.positions;
+  });
+  MainWindow window;
+  window.setQuiet(true);
+  ASSERT_TRUE(window.open(QString::fromStdString(path), MainWindow::Slot::A));
+  window.waitForChecks();
+  show(window, "gradient");
+  auto* view = window.gradientView();
+  auto* map = qobject_cast<QCPColorMap*>(view->plot()->plottable(0));
+  ASSERT_NE(map, nullptr);
+  auto grey_rows = [&] {  // cell centres' rows whose cells are NaN
+    std::vector<std::int64_t> out;
+    auto* cells = map->data();
+    for (int b = 0; b < cells->valueSize(); ++b) {
+      double key = 0, value = 0;
+      cells->cellToCoord(0, b, &key, &value);
+      if (std::isnan(cells->cell(0, b))) out.push_back(std::llround(value));
+    }
+    return out;
+  };
+  ASSERT_TRUE(grey_rows().empty());
+  ASSERT_EQ(view->bands(), rows) << "a band per row here";
+  view->findChild<QCheckBox*>("unreferenced")->click();
+  auto const grey = grey_rows();
+  ASSERT_EQ(grey.size(), 40u);
+  EXPECT_EQ(grey.front(), 0);
+  EXPECT_EQ(grey.back(), 39);
+  EXPECT_TRUE(view->infoText().contains("grey: rows with count 0")) << view->infoText().toStdString();
+}
+
 // Issue 40, defect 3: A | B | A - B side by side stay in step whichever panel the
 // mouse drags or zooms in.
 TEST_F(Inspector, SideBySidePanelsMoveTogether) {
