@@ -717,9 +717,12 @@ void GradientView::datasetUpdated() {
   rebuild();
 }
 
-bool GradientView::unreferencedBand(std::int64_t first, std::int64_t last) const {
-  if (!unreferenced_->isChecked() || !data_->is_run() || data_->counts.size() != std::size_t(data_->rows)) return false;
-  auto const from = data_->counts.begin() + std::ptrdiff_t(first), to = data_->counts.begin() + std::ptrdiff_t(last);
+bool GradientView::unreferencedBand(Dataset const* counted, std::int64_t first, std::int64_t last) const {
+  if (!counted || !unreferenced_->isChecked() || !counted->is_run() ||
+      counted->counts.size() != std::size_t(counted->rows))
+    return false;
+  auto const from = counted->counts.begin() + std::ptrdiff_t(first),
+             to = counted->counts.begin() + std::ptrdiff_t(last);
   return std::all_of(from, to, [](std::int64_t c) { return c == 0; });  // stops at the first referenced row
 }
 
@@ -770,18 +773,19 @@ void GradientView::fill() {
     return;
   }
   heat_ = heat;
-  paint(map_, heat, top99_);
+  // The overlay greys a panel's rows by its own run's counts (A - B has none of its own).
+  paint(map_, heat, top99_, show_ == Show::B ? b_.get() : show_ == Show::Difference ? nullptr : data_.get());
   if (show_ == Show::SideBySide) {
     sideBySide(true);
     for (auto* rect : {rect_b_, rect_d_})
       if (rect) rect->axis(QCPAxis::atLeft)->setRange(plot_->yAxis->range());
     heat_b_ = heat_bands(*b_, first, last, pixels);
-    paint(map_b_, heat_b_, top99_);
+    paint(map_b_, heat_b_, top99_, b_.get());
     heat_d_ = {};
     if (diff_ && map_d_) {
       heat_d_ =
           heat_bands(diff_->difference, data_->rows, data_->cols, difference_rows(data_, b_), first, last, pixels);
-      paint(map_d_, heat_d_, top99_d_);
+      paint(map_d_, heat_d_, top99_d_, nullptr);
     }
   }
   info_->setText(
@@ -805,7 +809,7 @@ void GradientView::fill() {
   rebuilding_ = false;
 }
 
-void GradientView::paint(QCPColorMap* map, Heat const& heat, float top99) const {
+void GradientView::paint(QCPColorMap* map, Heat const& heat, float top99, Dataset const* counted) const {
   auto* cells = map->data();
   int const bands = heat.bands();
   if (bands < 1) {
@@ -830,7 +834,7 @@ void GradientView::paint(QCPColorMap* map, Heat const& heat, float top99) const 
   cells->setRange(QCPRange(data_->cols > 1 ? 0.0 : -0.5, x1), QCPRange(y0, y1));
   for (int b = 0; b < drawn; ++b) {
     auto const sb = std::size_t(std::min(b, bands - 1));
-    bool const grey = unreferencedBand(heat.first[sb], heat.first[sb + 1]);
+    bool const grey = unreferencedBand(counted, heat.first[sb], heat.first[sb + 1]);
     for (int c = 0; c < cells->keySize(); ++c) {
       auto const sc = std::size_t(std::min<std::int64_t>(c, data_->cols - 1));
       cells->setCell(c, b, grey ? std::nan("") : toColour(heat.values[sb * std::size_t(data_->cols) + sc], top99));

@@ -150,8 +150,8 @@ class GradientView : public View {
   QComboBox* which_;
   QComboBox* colours_;
   QCheckBox* unreferenced_;  // the sparsity overlay: bands of rows with count 0 in grey
-  // Whether the overlay is on and rows [first, last) all have count 0.
-  bool unreferencedBand(std::int64_t first, std::int64_t last) const;
+  // Whether the overlay is on and rows [first, last) all have count 0 in `counted`.
+  bool unreferencedBand(Dataset const* counted, std::int64_t first, std::int64_t last) const;
   QLabel* hover_;
   Scale scale_kind_ = Scale::Linear99;
   float top99_ = 1, top_full_ = 1;  // of the shown summary's finest blocks' max |value|
@@ -160,7 +160,8 @@ class GradientView : public View {
   // The colour range of a summary for the chosen scale; `top99` gets its 99th percentile.
   QCPRange colourRange(io::Summary const& summary, float& top99, float& full) const;
   // Paints `heat` into `map` (cell centres on the bands' rows).
-  void paint(QCPColorMap* map, Heat const& heat, float top99) const;
+  // `counted`: the run whose rows with count 0 the overlay greys (null: none).
+  void paint(QCPColorMap* map, Heat const& heat, float top99, Dataset const* counted) const;
   // Side by side: B's and A - B's axis rects beside A's, made on demand.
   void sideBySide(bool on);
   void showAOnly();  // A alone, without re-banding
