@@ -1497,7 +1497,8 @@ QString InfoView::describe(Dataset const& d, QString const& slot, QString const&
   if (!fletcher.isEmpty())
     html += QString("<li>Fletcher-32 on %1: %2</li>")
                 .arg(fletcher_list.toHtmlEscaped(),
-                     verified ? "every chunk read by the check passed" : "tested chunk by chunk as they are read");
+                     verified ? "every chunk passed as it was read (the gradient's by the check, the rest on opening)"
+                              : "tested chunk by chunk as they are read");
   html += "</ul>";
   if (!d.summary.empty()) {
     auto const& levels = d.summary.levels;
