@@ -24,7 +24,7 @@ case $variants in
 esac
 
 packages=(cmake make g++ libtrilinos-kokkos-dev libgtest-dev libhdf5-dev hdf5-tools libcli11-dev
-          qt6-base-dev libqcustomplot-dev libgl-dev fonts-dejavu-core dpkg-dev xz-utils
+          qt6-base-dev libqcustomplot-dev libgl-dev fonts-dejavu-core xvfb xauth dpkg-dev xz-utils
           libopenmpi-dev openmpi-bin libhdf5-openmpi-dev libssl-dev)
 # The sanitizer builds: GCC's runtimes come with g++; libFuzzer with clang's.
 [[ $variants == fuzz ]] && packages+=(clang libclang-rt-14-dev)

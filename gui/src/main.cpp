@@ -85,8 +85,12 @@ int main(int argc, char** argv) {
     auto const wh = parser.value(size).split('x');
     bool ok_w = false, ok_h = false;
     if (wh.size() == 2) width = wh[0].toInt(&ok_w), height = wh[1].toInt(&ok_h);
-    if (!ok_w || !ok_h || width < 200 || height < 150 || width > 16384 || height > 16384)
-      return bad("--size must be WIDTHxHEIGHT in pixels (200x150 to 16384x16384), got '" + parser.value(size) + "'");
+    auto const least = kembed::inspector::MainWindow::least_size;
+    if (!ok_w || !ok_h || width < least.width() || height < least.height() || width > 16384 || height > 16384)
+      return bad(QString("--size must be WIDTHxHEIGHT in pixels (%1x%2 to 16384x16384), got '%3'")
+                     .arg(least.width())
+                     .arg(least.height())
+                     .arg(parser.value(size)));
   }
   qint64 row = -1;
   if (parser.isSet(row_option)) {
@@ -117,11 +121,19 @@ int main(int argc, char** argv) {
                    .arg(row)
                    .arg(files[0])
                    .arg(window.datasetA()->rows - 1));
+  using Show = kembed::inspector::GradientView::Show;
+  Show const show = which == "b"     ? Show::B
+                    : which == "a-b" ? Show::Difference
+                    : which == "all" ? Show::SideBySide
+                                     : Show::A;
   window.setView(view_name);
   window.resize(width, height);
   window.show();
   if (row >= 0) window.selectRow(row);
-  if (!headless) return app.exec();
+  if (!headless) {
+    window.gradientView()->requestShow(show);  // once the checks and the comparison are done
+    return app.exec();
+  }
 
   window.waitForChecks();  // a damaged run fails here, and gives no picture
   if (window.datasetA() == nullptr || (files.size() == 2 && window.datasetB() == nullptr)) {
@@ -129,11 +141,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   QApplication::processEvents();
-  using Show = kembed::inspector::GradientView::Show;
-  window.gradientView()->setShow(which == "b"     ? Show::B
-                                 : which == "a-b" ? Show::Difference
-                                 : which == "all" ? Show::SideBySide
-                                                  : Show::A);
+  window.gradientView()->setShow(show);
   window.gradientView()->rebuild();  // bands for the final plot height
   if (row >= 0) window.selectRow(row);
   QApplication::processEvents();

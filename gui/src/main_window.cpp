@@ -109,6 +109,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
                            .arg(QApplication::applicationVersion()));
   });
   rebuildRecentMenu();
+  setMinimumSize(least_size);
   resize(1200, 800);
   refresh();
 }

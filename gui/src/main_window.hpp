@@ -6,6 +6,7 @@
 
 #include <QImage>
 #include <QMainWindow>
+#include <QSize>
 
 #include <functional>
 #include <atomic>
@@ -25,6 +26,9 @@ class MainWindow : public QMainWindow {
  public:
   enum class Slot { A, B };
   explicit MainWindow(QWidget* parent = nullptr);
+  // The least size the window takes: every view whole in it (a laptop's 1366 x 768
+  // holds it with room for a panel).
+  static constexpr QSize least_size{960, 640};
   ~MainWindow() override;  // stops and joins the background checks
 
   // Opens `path` into slot A or B. On a bad file: an error dialog (unless

@@ -49,6 +49,15 @@ QTableView* make_table(QAbstractItemModel* model, QWidget* parent) {
   return table;
 }
 
+// At the window's least size a splitter would squeeze a table to nothing: keep
+// `rows` rows of it in view, and its splitter from collapsing it.
+void hold_rows(QSplitter* split, QTableView* table, int rows) {
+  split->setChildrenCollapsible(false);
+  int const row = table->verticalHeader()->defaultSectionSize();
+  table->setMinimumHeight(table->horizontalHeader()->sizeHint().height() + rows * row + 2 * table->frameWidth() +
+                          table->horizontalScrollBar()->sizeHint().height());
+}
+
 QCustomPlot* make_plot(QWidget* parent) {
   auto* plot = new QCustomPlot(parent);
   plot->setMinimumSize(320, 220);
@@ -64,6 +73,17 @@ void select_view_row(QTableView* table, int view_row, bool& following) {
   QScopedValueRollback<bool> guard(following, true);
   table->selectRow(view_row);
   table->scrollTo(table->model()->index(view_row, 0), QAbstractItemView::PositionAtCenter);
+}
+
+// Calls `picked` with the view row a person selected (a click, the arrow keys). A
+// row made current without being selected is no pick: a rebuilt table given the
+// focus back makes its first row current so.
+void on_pick(QTableView* table, bool const& following, std::function<void(int)> picked) {
+  QObject::connect(table->selectionModel(), &QItemSelectionModel::selectionChanged, table,
+                   [table, &following, picked = std::move(picked)] {
+                     auto const rows = table->selectionModel()->selectedRows();
+                     if (rows.size() == 1 && !following) picked(rows[0].row());
+                   });
 }
 
 // Widths that hold each column's header and its widest likely value.
@@ -168,6 +188,7 @@ CountsView::CountsView(QWidget* parent) : View(parent) {
   split->addWidget(right);
   split->setStretchFactor(0, 3);
   split->setStretchFactor(1, 2);
+  split->setChildrenCollapsible(false);
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(split);
 
@@ -184,9 +205,7 @@ CountsView::CountsView(QWidget* parent) : View(parent) {
   connect(log_bins_, &QCheckBox::toggled, this, &CountsView::rebuildHistogram);
   connect(log_axis_, &QCheckBox::toggled, this, &CountsView::rebuildHistogram);
   connect(skip_padding_, &QCheckBox::toggled, this, &CountsView::rebuildHistogram);
-  connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](QModelIndex const& current) {
-    if (current.isValid() && !following_) emit rowPicked(model_->rowAt(current.row()));
-  });
+  on_pick(table_, following_, [this](int view_row) { emit rowPicked(model_->rowAt(view_row)); });
   connect(top_, &QTableWidget::cellClicked, this,
           [this](int r, int) { emit rowPicked(top_->item(r, 1)->data(Qt::UserRole).toLongLong()); });
 }
@@ -465,13 +484,15 @@ GradientView::GradientView(QWidget* parent) : View(parent) {
   hover_->setObjectName("hover");
   hover_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   hover_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  hover_->setWordWrap(true);  // unwrapped, a long readout set the window's least width
   auto* top = new QHBoxLayout;
   top->addWidget(which_);
   top->addWidget(colours_);
   top->addWidget(unreferenced_);
-  top->addWidget(info_, 1);
+  top->addStretch(1);
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(top);
+  layout->addWidget(info_);  // its own line: beside the controls a narrow window made it a column
   layout->addWidget(plot_, 1);
   layout->addWidget(hover_);
   plot_->setMouseTracking(true);
@@ -493,6 +514,7 @@ GradientView::GradientView(QWidget* parent) : View(parent) {
   // this view's own resize. Re-band inside that replot, before it draws.
   connect(plot_, &QCustomPlot::afterLayout, this, [this] {
     if (data_ && !rebuilding_ && plot_->axisRect()->height() != filled_height_) fill();
+    if (data_) labelScales();  // the bars' length is known now
   });
   map_->setVisible(false);  // no file, no heatmap
   scale_->setVisible(false);
@@ -544,8 +566,18 @@ void GradientView::setComparison(std::shared_ptr<Dataset const> b, std::shared_p
   auto* items = qobject_cast<QStandardItemModel*>(which_->model());
   if (items) items->item(int(Show::Difference))->setEnabled(bool(diff_));
   if (!b_ || (show_ == Show::Difference && !diff_)) showAOnly();
+  if (requested_ && canShow(*requested_)) show_ = *std::exchange(requested_, std::nullopt);
   which_->setCurrentIndex(int(show_));
   datasetUpdated();
+}
+
+bool GradientView::canShow(Show show) const {
+  return show == Show::A || (show == Show::Difference ? bool(diff_) : bool(b_));
+}
+
+void GradientView::requestShow(Show show) {
+  requested_ = canShow(show) ? std::nullopt : std::optional<Show>(show);
+  if (!requested_) setShow(show);
 }
 
 void GradientView::showAOnly() {
@@ -556,7 +588,8 @@ void GradientView::showAOnly() {
 }
 
 void GradientView::setShow(Show show) {
-  if ((show == Show::B && !b_) || (show == Show::Difference && !diff_) || (show == Show::SideBySide && !b_)) return;
+  requested_.reset();  // a person's choice wins over a pending --heatmap
+  if (!canShow(show)) return;
   if (show != Show::SideBySide) {
     sideBySide(false);
     plot_->xAxis->setLabel("column");
@@ -570,14 +603,8 @@ void GradientView::setColourRange() {
   auto const& summary = show_ == Show::SideBySide ? data_->summary : shownSummary();
   map_->setDataRange(colourRange(summary, top99_, top_full_));
   if (map_b_) map_b_->setDataRange(map_->dataRange());  // A and B on one scale
-  if (map_d_ && diff_) {
-    map_d_->setDataRange(colourRange(diff_->difference, top99_d_, top_full_d_));
-    scale_d_->setLabel(scale_kind_ == Scale::SymmetricLog
-                           ? QString("sign(v) log10(1 + |v|/t) of A - B, t = %1").arg(1e-3 * double(top99_d_), 0, 'g', 3)
-                       : scale_kind_ == Scale::LogMagnitude ? QString("log10 |v| of A - B")
-                                                            : QString("A - B, per band the value of largest |v|"));
-  }
-  scale_->setLabel(scaleLabel());
+  if (map_d_ && diff_) map_d_->setDataRange(colourRange(diff_->difference, top99_d_, top_full_d_));
+  labelScales();
 }
 
 QCPRange GradientView::colourRange(io::Summary const& summary, float& top99, float& full_range) const {
@@ -625,20 +652,37 @@ double GradientView::toColour(float value, float top99) const {
   }
 }
 
-QString GradientView::scaleLabel() const {
+QString GradientView::scaleLabel(bool brief) const {
   QString const what = show_ == Show::Difference ? "A - B" : show_ == Show::B ? "B" : show_ == Show::SideBySide ? "A and B" : "A";
-  QString const band = ", per band the value of largest |v|";
+  return scaleLabel(what, top99_, brief);
+}
+
+// The long form says what a band's colour is; the brief one, for a colour bar too
+// short to hold it, keeps what the colours are of and how they are scaled.
+QString GradientView::scaleLabel(QString const& what, float top99, bool brief) const {
+  QString const band = brief ? "" : ", per band the value of largest |v|";
   switch (scale_kind_) {
     case Scale::Linear99:
-      return what + band + "; saturates past the 99th percentile";
+      return what + band + (brief ? ", saturates past p99" : "; saturates past the 99th percentile");
     case Scale::LinearFull:
-      return what + band + "; linear, full range";
+      return what + band + (brief ? ", full range" : "; linear, full range");
     case Scale::SymmetricLog:
-      return "sign(v) log10(1 + |v|/t) of " + what + band + QString(", t = %1").arg(1e-3 * double(top99_), 0, 'g', 3);
+      return "sign(v) log10(1 + |v|/t) of " + what + band + QString(", t = %1").arg(1e-3 * double(top99), 0, 'g', 3);
     case Scale::LogMagnitude:
-      return "log10 |v| of " + what + band + "; 6 decades below the largest";
+      return "log10 |v| of " + what + band + (brief ? "" : "; 6 decades below the largest");
   }
   return {};
+}
+
+// Each colour bar's label in the long form where it fits along the bar, else brief.
+void GradientView::labelScales() {
+  auto fit = [](QCPColorScale* scale, QString const& full, QString const& brief) {
+    int const room = scale->axis()->axisRect()->height();
+    bool const fits = room <= 0 || QFontMetrics(scale->axis()->labelFont()).horizontalAdvance(full) <= room;
+    scale->setLabel(fits ? full : brief);
+  };
+  fit(scale_, scaleLabel(false), scaleLabel(true));
+  if (scale_d_ && diff_) fit(scale_d_, scaleLabel("A - B", top99_d_, false), scaleLabel("A - B", top99_d_, true));
 }
 
 void GradientView::setScale(Scale scale) {
@@ -987,6 +1031,7 @@ ColumnsView::ColumnsView(QWidget* parent) : View(parent) {
   connect(counted_box_, &QCheckBox::toggled, this, &ColumnsView::setCountedOnly);
   hover_ = new QLabel(this);
   hover_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  hover_->setWordWrap(true);  // unwrapped, a long readout set the window's least width
   table_ = new QTableWidget(0, 11, this);
   table_->setHorizontalHeaderLabels(
       {"Column", "Min", "1 %", "25 %", "Median", "75 %", "99 %", "Max", "Mean", "Std dev", "NaN"});
@@ -997,6 +1042,7 @@ ColumnsView::ColumnsView(QWidget* parent) : View(parent) {
   split->addWidget(table_);
   split->setStretchFactor(0, 3);
   split->setStretchFactor(1, 2);
+  hold_rows(split, table_, 3);
   auto* controls = new QHBoxLayout;
   controls->addWidget(axis_box_);
   controls->addWidget(counted_box_);
@@ -1137,7 +1183,7 @@ void ColumnsView::datasetUpdated() {
                                : QString()));
   drawDataset(*data_, QColor(40, 100, 170), with_b ? "A: " : "", true);
   if (with_b) drawDataset(*b_, QColor(230, 120, 20), "B: ", false);
-  plot_->yAxis->setLabel(axis_ == Axis::SymmetricLog ? "value over the rows (symmetric log)" : "value over the rows");
+  plot_->yAxis->setLabel(axis_ == Axis::SymmetricLog ? "value (symmetric log)" : "value");
   layoutValueAxis();
   plot_->xAxis->setRange(-0.5, double(data_->cols) - 0.5);
   plot_->replot();
@@ -1264,13 +1310,14 @@ DiffView::DiffView(QWidget* parent) : View(parent) {
   split->addWidget(right);
   split->setStretchFactor(0, 3);
   split->setStretchFactor(1, 2);
+  split->setChildrenCollapsible(false);
+  hold_rows(left, table_, 4);
+  hold_rows(right, provenance_, 4);
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(verdict_);
   layout->addWidget(split, 1);
 
-  connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](QModelIndex const& current) {
-    if (current.isValid() && !following_) emit rowPicked(model_->at(current.row()).row);
-  });
+  on_pick(table_, following_, [this](int view_row) { emit rowPicked(model_->at(view_row).row); });
   plot_->setMouseTracking(true);
   connect(plot_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) {
     auto const text = hoverText(e->pos().x(), e->pos().y());
@@ -1317,11 +1364,15 @@ void DiffView::setDatasets(std::shared_ptr<Dataset const> a, std::shared_ptr<Dat
 }
 
 void DiffView::setSummary(DiffSummary summary, bool ready) {
+  std::int64_t const picked = current_;  // a person's pick outlives the comparison
   summary_ = std::move(summary);
   ready_ = ready;
   current_ = -1;
-  model_->setDiff(summary_.values.differences, a_ ? a_->padding_idx : -1, b_ ? b_->padding_idx : -1);
-  table_->horizontalHeader()->setSortIndicator(DiffTableModel::RowId, Qt::AscendingOrder);
+  {
+    QScopedValueRollback<bool> guard(following_, true);  // a rebuilt table picks nothing
+    model_->setDiff(summary_.values.differences, a_ ? a_->padding_idx : -1, b_ ? b_->padding_idx : -1);
+    table_->horizontalHeader()->setSortIndicator(DiffTableModel::RowId, Qt::AscendingOrder);
+  }
   setChecking(checking_);
 
   QVector<double> rows, diffs;
@@ -1341,6 +1392,10 @@ void DiffView::setSummary(DiffSummary summary, bool ready) {
   plot_->replot();
 
   bits_->setText(summary_.values.differences.empty() ? "" : "Pick a differing row (F6: the next one) to see its bits.");
+  if (ready_ && picked >= 0)
+    showRow(picked);
+  else
+    current_ = picked;  // shown once the comparison is made (B's rows are not read before its check)
 }
 
 void DiffView::setChecking(bool checking) {

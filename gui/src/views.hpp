@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 
 class QCustomPlot;
 class QCPBars;
@@ -116,11 +117,15 @@ class GradientView : public View {
   void setComparison(std::shared_ptr<Dataset const> b, std::shared_ptr<DiffSummary const> diff);
   enum class Show { A, B, Difference, SideBySide };  // the last: A | B | A - B
   void setShow(Show show);
+  // As setShow, or, while B or the comparison it needs is not there yet (the checks
+  // and the comparison run in the background), as soon as they are: --heatmap.
+  void requestShow(Show show);
   Show shown() const { return show_; }
   // How values become colours: the scale's meaning is its label.
   enum class Scale { Linear99, LinearFull, SymmetricLog, LogMagnitude };
   void setScale(Scale scale);
-  QString scaleLabel() const;
+  // What the colour bar's label says (`brief`: the short form, for a short bar).
+  QString scaleLabel(bool brief = false) const;
   // What the pointer is over: row, column, the values there (with their bits), the
   // row's count and the band's value, of the panel under it (side by side: 0 is A,
   // 1 B, 2 A - B; else the one shown). Empty outside the cells.
@@ -143,10 +148,14 @@ class GradientView : public View {
   QCPRange clamped(QCPRange r) const;
   void fill();  // bands for the axis rect's current height, without a replot
   void setColourRange();
+  bool canShow(Show show) const;
+  QString scaleLabel(QString const& what, float top99, bool brief) const;
+  void labelScales();  // whether B, or the comparison, it needs is there
   io::Summary const& shownSummary() const;
   std::shared_ptr<Dataset const> b_;
   std::shared_ptr<DiffSummary const> diff_;
   Show show_ = Show::A;
+  std::optional<Show> requested_;  // by requestShow, until it can be shown
   QComboBox* which_;
   QComboBox* colours_;
   QCheckBox* unreferenced_;  // the sparsity overlay: bands of rows with count 0 in grey

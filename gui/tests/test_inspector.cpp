@@ -17,6 +17,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDialog>
+#include <QElapsedTimer>
 #include <QFileInfo>
 #include <QHeaderView>
 #include <QImage>
@@ -108,6 +109,13 @@ class Inspector : public ::testing::Test {
     x = std::nextafter(x, 1e30f);
     io::write_run(dir + "/one_row.h5", run);
     return {dir + "/same.h5", dir + "/one_row.h5"};
+  }
+  // A copy of the run with `by` added to every value: every row differs.
+  std::string shifted(std::string const& name, float by) {
+    auto run = io::read_run(run_file());
+    for (auto& x : run.gradient) x += by;
+    io::write_run(work_dir() + "/" + name, run);
+    return work_dir() + "/" + name;
   }
 };
 
@@ -393,6 +401,15 @@ std::string synthetic_run(std::string const& name, std::int64_t rows, std::int64
   return path;
 }
 
+// In a real X window a resize is a request the window manager answers later.
+void resize_now(QWidget& window, QSize size) {
+  window.resize(size);
+  QElapsedTimer waited;
+  waited.start();
+  while (window.size() != size && waited.elapsed() < 3000) QApplication::processEvents(QEventLoop::AllEvents, 20);
+  QApplication::processEvents();
+}
+
 void show(MainWindow& window, QString const& view = "counts") {
   window.resize(1200, 800);
   window.setView(view);
@@ -487,6 +504,135 @@ TEST_F(Inspector, F6LeavesOneSelectedRow) {
                                                                                    table->palette().color(QPalette::Inactive, QPalette::Highlight), 30) > 0;
   }
   EXPECT_EQ(painted, 1);
+}
+
+// Defect 8 (the last): the row a person picked stays picked when another B is
+// opened. The table is rebuilt for the new comparison and, as the file dialog
+// closes, gets the focus back with no current row: Qt then made its first row
+// current, and that read as a pick of it.
+TEST_F(Inspector, OpeningAnotherBKeepsThePickedRow) {
+  QString const b1 = QString::fromStdString(shifted("b1.h5", 1.0f));
+  QString const b2 = QString::fromStdString(shifted("b2.h5", 2.0f));
+  MainWindow window;
+  window.setQuiet(true);
+  ASSERT_TRUE(window.open(QString::fromStdString(run_file()), MainWindow::Slot::A));
+  ASSERT_TRUE(window.open(b1, MainWindow::Slot::B));
+  window.waitForChecks();
+  show(window, "diff");
+  window.activateWindow();
+  QApplication::processEvents();
+  auto* table = window.diffView()->findChild<QTableView*>("differing_rows");
+  ASSERT_NE(table, nullptr);
+  ASSERT_GT(table->model()->rowCount(), 20);
+  QPoint const at = table->visualRect(table->model()->index(8, 1)).center();
+  QMouseEvent press(QEvent::MouseButtonPress, at, table->viewport()->mapToGlobal(at), Qt::LeftButton, Qt::LeftButton,
+                    Qt::NoModifier);
+  QMouseEvent release(QEvent::MouseButtonRelease, at, table->viewport()->mapToGlobal(at), Qt::LeftButton, Qt::NoButton,
+                      Qt::NoModifier);
+  QApplication::sendEvent(table->viewport(), &press);
+  QApplication::sendEvent(table->viewport(), &release);
+  QApplication::processEvents();
+  auto picked = [&] {
+    auto const rows = table->selectionModel()->selectedRows();
+    return rows.size() == 1 ? window.diffView()->model()->at(rows[0].row()).row : std::int64_t(-1);
+  };
+  std::int64_t const row = window.diffView()->model()->at(8).row;
+  ASSERT_EQ(picked(), row);
+  table->setFocus();
+  // What Compare with... does: a dialog takes the focus, B is opened, the focus comes back.
+  QDialog dialog(&window);
+  dialog.show();
+  dialog.activateWindow();
+  dialog.setFocus();
+  QApplication::processEvents();
+  ASSERT_TRUE(window.open(b2, MainWindow::Slot::B));
+  dialog.hide();
+  window.activateWindow();
+  table->setFocus();
+  window.waitForChecks();
+  QApplication::processEvents();
+  EXPECT_EQ(picked(), row) << "the picked row, not the table's first";
+  EXPECT_TRUE(window.diffView()->bitsText().startsWith(QString("row %1:").arg(row)))
+      << window.diffView()->bitsText().toStdString();
+  auto* counts = window.countsView()->findChild<QTableView*>("row_table");
+  ASSERT_NE(counts, nullptr);
+  auto const in_counts = counts->selectionModel()->selectedRows();
+  ASSERT_EQ(in_counts.size(), 1);
+  EXPECT_EQ(counts->model()->index(in_counts[0].row(), 0).data().toString().section(' ', 0, 0), QString::number(row))
+      << "the Counts view follows the same row";
+}
+
+// --heatmap in a window: what it asks for is shown once the checks and the
+// comparison are made (they run in the background), unless a person chose first.
+TEST_F(Inspector, TheHeatmapAskedForIsShownOnceItCanBe) {
+  auto const [same, one_row] = variants(17);
+  for (bool person_chooses : {false, true}) {
+    MainWindow window;
+    window.setQuiet(true);
+    ASSERT_TRUE(window.open(QString::fromStdString(run_file()), MainWindow::Slot::A));
+    ASSERT_TRUE(window.open(QString::fromStdString(one_row), MainWindow::Slot::B));
+    auto* view = window.gradientView();
+    view->requestShow(GradientView::Show::Difference);
+    EXPECT_EQ(view->shown(), GradientView::Show::A) << "no comparison yet";
+    if (person_chooses) view->setShow(GradientView::Show::A);
+    window.waitForChecks();
+    QApplication::processEvents();
+    EXPECT_EQ(view->shown(), person_chooses ? GradientView::Show::A : GradientView::Show::Difference);
+  }
+}
+
+// Defect 8: at the window's least size every view is whole: the Count column holds
+// its largest count, the tables keep rows in view (a splitter squeezed the differing
+// rows to nothing), and the colour bars' and axes' labels fit along them.
+TEST_F(Inspector, AtTheLeastSizeEveryViewIsWhole) {
+  MainWindow window;
+  open_pair(window, shifted("b.h5", 1.0f), "counts");
+  window.resize(100, 100);
+  QApplication::processEvents();
+  EXPECT_EQ(window.size(), MainWindow::least_size);
+  auto rows_in_view = [](QTableView* table) {
+    return table->viewport()->height() / table->verticalHeader()->defaultSectionSize();
+  };
+  auto label_fits = [](QCPAxis* axis, char const* what) {
+    int const need = QFontMetrics(axis->labelFont()).horizontalAdvance(axis->label());
+    EXPECT_LE(need, axis->axisRect()->height()) << what << ": '" << axis->label().toStdString() << "'";
+  };
+  auto* counts = window.countsView()->findChild<QTableView*>("row_table");
+  ASSERT_NE(counts, nullptr);
+  QString const largest =
+      QString::number(*std::max_element(window.datasetA()->counts.begin(), window.datasetA()->counts.end()));
+  EXPECT_GE(counts->columnWidth(1), counts->fontMetrics().horizontalAdvance(largest));
+  EXPECT_LE(counts->columnViewportPosition(1) + counts->columnWidth(1), counts->viewport()->width()) << "Count is cut";
+  EXPECT_GE(rows_in_view(counts), 10);
+
+  window.setView("gradient");
+  window.gradientView()->setShow(GradientView::Show::SideBySide);
+  QApplication::processEvents();
+  auto* plot = window.gradientView()->plot();
+  plot->replot();
+  int scales = 0;
+  for (auto* element : plot->plotLayout()->elements(false))
+    if (auto* scale = qobject_cast<QCPColorScale*>(element)) label_fits(scale->axis(), "colour bar"), ++scales;
+  EXPECT_EQ(scales, 2) << "A and B's, and A - B's";
+  EXPECT_GE(plot->axisRect(0)->height(), 200);
+
+  window.setView("diff");
+  QApplication::processEvents();
+  auto* differing = window.diffView()->findChild<QTableView*>("differing_rows");
+  auto* provenance = window.diffView()->findChild<QTableView*>("provenance");
+  ASSERT_TRUE(differing && provenance);
+  EXPECT_GE(rows_in_view(differing), 4);
+  EXPECT_GE(rows_in_view(provenance), 4);
+  window.diffView()->plot()->replot();
+  label_fits(window.diffView()->plot()->yAxis, "the Diff plot's axis");
+
+  window.setView("columns");
+  QApplication::processEvents();
+  auto* columns = window.columnsView()->table();
+  EXPECT_GE(rows_in_view(columns), 3);
+  window.columnsView()->plot()->replot();
+  label_fits(window.columnsView()->plot()->yAxis, "the Columns plot's axis");
+  window.waitForChecks();
 }
 
 // Defect 4: going to a row whose bits fill a page keeps the window's size.
@@ -1422,8 +1568,7 @@ TEST(InspectorDefects, TheColumnsViewIsReadable) {
   view->setAxis(ColumnsView::Axis::SymmetricLog);
   // It grows with the window.
   int const before = plot->height();
-  window.resize(1400, 1000);
-  QApplication::processEvents();
+  resize_now(window, QSize(1300, 900));
   EXPECT_GT(plot->height(), before + 100);
   // Rows with count 0 left out: the statistics are the counted rows' own.
   auto const run = io::read_run(a);
