@@ -1318,7 +1318,9 @@ TEST(InspectorDefects, TheHeatmapCanGreyTheUnreferencedRows) {
 }
 
 // Issue 40, defect 3: A | B | A - B side by side stay in step whichever panel the
-// mouse drags or zooms in.
+// mouse drags or zooms in. Not reproduced on 644f859, where it was reported, here or
+// in an Xvfb window driven by xdotool (3,393 and 10^6 rows, zoom then drag in B, A - B
+// chosen first): this test guards it, in the real window too.
 TEST_F(Inspector, SideBySidePanelsMoveTogether) {
   auto const [same, one_row] = variants(17);
   MainWindow window;
