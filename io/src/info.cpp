@@ -8,6 +8,7 @@
 #include <kembed/io/run_file.hpp>
 #include <kembed/io/table_file.hpp>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace kembed::io {
@@ -34,6 +35,35 @@ char const* meaning(std::string const& format, bool present) {
   return "not a format this kembed knows";
 }
 
+// How the work was spread over the rows' owners: the busiest rank against the mean,
+// then each rank (the first 16; the file lists them all).
+void rank_work_lines(std::vector<RankWork> const& work, InfoSection& s) {
+  if (work.empty()) return;
+  std::int64_t total = 0;
+  std::size_t busiest = 0;
+  for (std::size_t r = 0; r < work.size(); ++r) {
+    total += work[r].terms;
+    if (work[r].terms > work[busiest].terms) busiest = r;
+  }
+  char text[160];
+  double const mean = double(total) / double(work.size());
+  std::snprintf(text, sizeof text, "rank %zu folds %.1f %% of the %s terms, %.2fx the mean of %zu ranks (1.00x: even)",
+                busiest, total ? 100.0 * double(work[busiest].terms) / double(total) : 0.0, with_commas(total).c_str(),
+                mean > 0 ? double(work[busiest].terms) / mean : 1.0, work.size());
+  s.lines.push_back({"balance", text});
+  std::size_t const shown = std::min<std::size_t>(work.size(), 16);
+  for (std::size_t r = 0; r < shown; ++r) {
+    std::snprintf(text, sizeof text, "%-5zu %s terms (%.1f %%), %s folding, %s bytes sent", r,
+                  with_commas(work[r].terms).c_str(), total ? 100.0 * double(work[r].terms) / double(total) : 0.0,
+                  seconds_text(double(work[r].fold_microseconds) * 1e-6).c_str(),
+                  with_commas(work[r].bytes_sent).c_str());
+    s.lines.push_back({"rank", text});
+  }
+  if (shown < work.size())
+    s.lines.push_back(
+        {"rank", "... and " + std::to_string(work.size() - shown) + " more (the file's /rank_work holds every rank)"});
+}
+
 InfoSection run_section(std::string const& path) {
   auto const run = read_run_header(path);  // nothing in proportion to the rows
   InfoSection s{"run " + run.run_id + ", " + run.created, 10, {}};
@@ -58,6 +88,7 @@ InfoSection run_section(std::string const& path) {
                          (run.ranks > 1 ? " on each of " + std::to_string(run.ranks) + " MPI ranks" : "") +
                          ", kembed " + run.kembed_version,
                      true});
+  rank_work_lines(run.rank_work, s);
   s.lines.push_back({"padding", run.padding_idx >= 0
                                     ? "row " + std::to_string(run.padding_idx) +
                                           " is the padding row: its gradient is zero, whatever its count"

@@ -125,6 +125,42 @@ std::string counts_digest_to_write(RunFile const& run, std::int64_t const* count
   return run.counts_sha256;
 }
 
+// /rank_work: a vector of P per field (docs/FORMAT.md); none for one process.
+constexpr char const* rank_work_fields[] = {"terms", "bytes_sent", "fold_microseconds"};
+std::int64_t RankWork::*const rank_work_members[] = {&RankWork::terms, &RankWork::bytes_sent,
+                                                     &RankWork::fold_microseconds};
+
+void write_rank_work(hid_t file, std::vector<RankWork> const& work) {
+  if (work.empty()) return;
+  auto group = ordered_group(file, "rank_work");
+  std::vector<std::int64_t> values(work.size());
+  for (int f = 0; f < 3; ++f) {
+    for (std::size_t r = 0; r < work.size(); ++r) values[r] = work[r].*rank_work_members[f];
+    auto d = detail::create_matrix(group, rank_work_fields[f], H5T_STD_I64LE, std::int64_t(work.size()), 0, {});
+    detail::write_block(d, rank_work_fields[f], H5T_NATIVE_INT64, 0, std::int64_t(work.size()), values.data());
+  }
+}
+
+std::vector<RankWork> read_rank_work(hid_t file, std::string const& path, std::int64_t ranks) {
+  std::vector<RankWork> work;
+  if (!h5::exists(file, "/rank_work")) return work;
+  std::vector<std::int64_t> values;
+  for (int f = 0; f < 3; ++f) {
+    std::string const name = std::string("/rank_work/") + rank_work_fields[f];
+    std::int64_t n = 0;
+    auto d = detail::open_int_vector(file, path, name, &n);  // its storage checked against the file's size
+    if (n != ranks)
+      throw FileError(path, name,
+                      "holds " + std::to_string(n) + " values for a run of " + std::to_string(ranks) +
+                          " ranks; the file is damaged");
+    values.resize(std::size_t(n));
+    work.resize(std::size_t(n));
+    detail::read_ints(d, path, name, 0, n, values.data());
+    for (std::size_t r = 0; r < work.size(); ++r) work[r].*rank_work_members[f] = values[r];
+  }
+  return work;
+}
+
 // Everything a run file's header holds but the summary: attributes, inputs,
 // timings and provenance (docs/FORMAT.md), for either kind of run file.
 void write_run_attributes(hid_t file, RunFile const& run, char const* format) {
@@ -158,6 +194,7 @@ void write_run_attributes(hid_t file, RunFile const& run, char const* format) {
   auto provenance = ordered_group(file, "provenance");
   h5::write_string_dataset(provenance, "command_line", run.command_line_json);
   h5::write_string_dataset(provenance, "configuration", run.configuration_json);
+  write_rank_work(file, run.rank_work);
 }
 
 // Ranks fold their own rows' summary; the finest level is reduced exactly (as
@@ -475,6 +512,7 @@ RunFile read_header(hid_t file, std::string const& path) {
     run.command_line_json = text("command_line");
     run.configuration_json = text("configuration");
   }
+  run.rank_work = read_rank_work(file, path, run.ranks);
   return run;
 }
 }  // namespace

@@ -42,6 +42,7 @@ io::RunFile run_header_of(RunRecord const& r, BackwardSettings const& s) {
   run.bags = r.bags;
   run.rows = r.config.num_embeddings;
   run.cols = r.config.embedding_dim;
+  run.rank_work = r.rank_work;
   run.command_line_json = io::json_array(s.command_line);
   run.configuration_json = settings_json(s, r.config, r.backend, r.threads, r.ranks, r.resumed_from, r.pooling);
   return run;

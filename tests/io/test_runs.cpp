@@ -78,6 +78,38 @@ TEST_F(Io, RunFilesRoundTripBitForBit) {
   EXPECT_THROW(io::load_table(path("run.h5")), io::FileError);
 }
 
+// Issue 39: a run of many ranks records each rank's share (/rank_work), read back as
+// written; one process's run has none; a list that is not one value per rank is
+// refused by name, as damage.
+TEST_F(Io, RunFilesRecordEachRanksShareOfTheWork) {
+  auto run = sample_run();
+  io::write_run(path("one.h5"), run);
+  EXPECT_TRUE(io::read_run_header(path("one.h5")).rank_work.empty());
+  run.ranks = 3;
+  run.rank_work = {{900, 10, 2500}, {70, 4000, 300}, {30, 4100, 200}};
+  io::write_run(path("three.h5"), run);
+  EXPECT_EQ(io::read_run_header(path("three.h5")).rank_work, run.rank_work);
+  EXPECT_EQ(io::read_run(path("three.h5")).rank_work, run.rank_work);
+  auto const info = io::info_text(io::file_info(path("three.h5")));
+  EXPECT_NE(info.find("rank 0 folds 90.0 % of the 1,000 terms, 2.70x the mean of 3 ranks"), std::string::npos) << info;
+  EXPECT_NE(info.find("1     70 terms (7.0 %), 0.3 ms folding, 4,000 bytes sent"), std::string::npos) << info;
+  // A file that says 4 ranks but lists 3.
+  hid_t f = H5Fopen(path("three.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  hid_t a = H5Aopen(f, "ranks", H5P_DEFAULT);
+  std::int64_t const four = 4;
+  H5Awrite(a, H5T_NATIVE_INT64, &four);
+  H5Aclose(a);
+  H5Fclose(f);
+  try {
+    io::read_run_header(path("three.h5"));
+    ADD_FAILURE() << "a list of 3 for 4 ranks was read";
+  } catch (io::FileError const& e) {
+    EXPECT_NE(std::string(e.what()).find("/rank_work/terms"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("holds 3 values for a run of 4 ranks"), std::string::npos) << e.what();
+  }
+}
+
 // A run's settings are typed: io writes their text and reads it back, and text
 // kembed never writes is damage, refused when the file is read.
 TEST_F(Io, RunSettingsReadBackTypedAndRefuseUnknownText) {

@@ -9,10 +9,12 @@
 
 #include <kembed/core/synthetic.hpp>
 #include <kembed/io/job_files.hpp>
+#include <kembed/io/run_file.hpp>
 #include <kembed/io/table_file.hpp>
 #include <kembed/job/backward.hpp>
 #include <kembed/job/one_process.hpp>
 #include <kembed/job/team.hpp>
+#include <kembed/mpi/sharded_embedding.hpp>
 #include <kembed/mpi/team.hpp>
 
 #include <unistd.h>
@@ -122,6 +124,39 @@ TEST_F(TeamJob, GradientIsTheOneProcessGradient) {
         }
   }
   EXPECT_EQ(checked, 24);
+}
+
+// Issue 39: the run file records each rank's share of the work: the terms its rows
+// received (the sum of its rows' counts), the bytes it sent (summing to the report's)
+// and its seconds folding; one process records none.
+TEST_F(TeamJob, EachRanksShareOfTheWorkIsRecorded) {
+  std::int64_t const v = 1001, t = 3000;
+  auto s = inputs(v, synthetic::zipf_ids(v, t, 1.1, 3));
+  for (bool sparse : {false, true}) {
+    SCOPED_TRACE(sparse ? "sparse" : "dense");
+    s.sparse = sparse;
+    s.out = path(sparse ? "sparse.h5" : "dense.h5");
+    auto const report = job::run_backward(Space(), mpi::Team(MPI_COMM_WORLD), s);
+    auto const run = io::read_run(s.out);  // the counts of every row, and the header
+    if (rank_count() == 1) {
+      EXPECT_TRUE(run.rank_work.empty());
+      continue;
+    }
+    ASSERT_EQ(run.rank_work.size(), std::size_t(rank_count()));
+    std::int64_t terms = 0, sent = 0;
+    for (int r = 0; r < rank_count(); ++r) {
+      auto const rows = mpi::rows_of(v, rank_count(), r);
+      std::int64_t own = 0;
+      for (auto row = rows.begin; row < rows.end; ++row) own += run.counts[std::size_t(row)];
+      EXPECT_EQ(run.rank_work[std::size_t(r)].terms, own) << "rank " << r;
+      EXPECT_GE(run.rank_work[std::size_t(r)].fold_microseconds, 0) << "rank " << r;
+      terms += run.rank_work[std::size_t(r)].terms;
+      sent += run.rank_work[std::size_t(r)].bytes_sent;
+    }
+    EXPECT_EQ(terms, t);
+    EXPECT_EQ(sent, report.bytes_exchanged);
+    EXPECT_GT(run.rank_work[0].terms, t / 2) << "Zipf ids: the first rank owns the hot rows";
+  }
 }
 
 TEST_F(TeamJob, EveryRankRunsThePhasesInOrder) {

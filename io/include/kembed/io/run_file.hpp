@@ -36,6 +36,16 @@ struct InputIdentity {
   std::int64_t bytes = 0;
 };
 
+// One rank's share of a job under MPI: the terms its rows received (the sum of its
+// rows' counts: the whole job's, a resume's too), the bytes it sent in the exchange
+// and its microseconds in the backward outside the exchange (this process's).
+struct RankWork {
+  std::int64_t terms = 0, bytes_sent = 0, fold_microseconds = 0;
+  bool operator==(RankWork const& o) const {
+    return terms == o.terms && bytes_sent == o.bytes_sent && fold_microseconds == o.fold_microseconds;
+  }
+};
+
 struct RunFile {
   std::string run_id;
   std::string kembed_version;  // filled by write_run
@@ -63,6 +73,9 @@ struct RunFile {
   std::vector<std::pair<std::string, double>> timings;
   std::string command_line_json = "[]";
   std::string configuration_json = "{}";
+  // Each MPI rank's share of the job, in rank order (empty for one process, and in
+  // files written before it): how the work was spread over the rows' owners.
+  std::vector<RankWork> rank_work;
   std::int64_t rows = 0, cols = 0;
   std::vector<float> gradient;       // rows x cols (a sparse run's too, unlisted rows +0.0)
   std::vector<std::int64_t> counts;  // rows

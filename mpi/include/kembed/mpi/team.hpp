@@ -57,6 +57,13 @@ class Team {
     return total;
   }
 
+  // Every rank's `value`, in rank order, on every rank.
+  std::vector<std::int64_t> all_gather(std::int64_t value) const {
+    std::vector<std::int64_t> all(static_cast<std::size_t>(size_));
+    detail::check(MPI_Allgather(&value, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, comm()), "MPI_Allgather");
+    return all;
+  }
+
   // The sum of `value` over the ranks before this one (0 on the first).
   std::int64_t sum_before(std::int64_t value) const {
     std::int64_t before = 0;

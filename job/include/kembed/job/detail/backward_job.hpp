@@ -21,6 +21,7 @@
 #include <signal.h>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -431,6 +432,7 @@ class BackwardJob {
     record_.run_id = s_.run_id.empty() ? team_.broadcast(team_.rank() == 0 ? make_run_id() : "") : s_.run_id;
     record_.plan_used = team_.broadcast(plan_used());  // the first rank's, on every rank
     record_.seconds.exchange = layer_->exchange_seconds();
+    if (team_.size() > 1) record_.rank_work = rank_work();
     io::RunFile run = run_header_of(record_, s_);
     log("kembed backward: hashing the gradient and writing " + s_.out);
     auto const g = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad_);
@@ -460,6 +462,18 @@ class BackwardJob {
     }
     record_.gradient_sha256 = run.gradient_sha256;
     record_.seconds.write = seconds(t0);
+  }
+  // Every rank's share of the job, on every rank (the run file records them all): the
+  // terms its rows received are its rows' counts, so a resume's are the whole job's.
+  std::vector<io::RankWork> rank_work() const {
+    std::int64_t terms = 0;
+    for (auto const c : counts_) terms += c;
+    double const folding = std::max(0.0, record_.seconds.backward - record_.seconds.exchange);
+    auto const all_terms = team_.all_gather(terms), sent = team_.all_gather(layer_->bytes_sent()),
+               micros = team_.all_gather(std::int64_t(std::llround(folding * 1e6)));
+    std::vector<io::RankWork> work(all_terms.size());
+    for (std::size_t r = 0; r < work.size(); ++r) work[r] = {all_terms[r], sent[r], micros[r]};
+    return work;
   }
   // What this rank's calls ran, by the paths the layer took (where it folded nothing,
   // which only a rank with no referenced row does: the plan it would use).

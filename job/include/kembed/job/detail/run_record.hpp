@@ -33,6 +33,7 @@ struct RunRecord {
   std::string plan_used;  // the first rank's, by the paths its calls took
   std::string gradient_sha256;
   std::int64_t bytes_exchanged = 0;
+  std::vector<io::RankWork> rank_work;  // every rank's share, in rank order (many ranks only)
   struct Seconds {
     double read_table = 0, hash = 0, read = 0, backward = 0, checkpoint = 0, write = 0, hash_wait = 0, exchange = 0;
   } seconds;
