@@ -34,7 +34,9 @@ int launched_ranks() {
 #if defined(KEMBED_CLI_MPI)
 MpiSession::MpiSession() {
   int provided = 0;
-  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  // MULTIPLE where the library gives it: the job's I/O thread then reads the next
+  // block collectively beside the exchange (mpi::Team); else files stay on this thread.
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) Console::get().set_muted(true);

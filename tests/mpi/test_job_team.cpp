@@ -96,7 +96,8 @@ class TeamJob : public ::testing::Test {
 };
 
 // Row 667 starts rank 2's rows at P = 3 and 4; V = 3 leaves ranks without rows at
-// P = 4; T = 2 leaves ranks without positions.
+// P = 4; T = 2 leaves ranks without positions. Each with the next block read on the
+// I/O thread (its files on a communicator of their own) and without.
 TEST_F(TeamJob, GradientIsTheOneProcessGradient) {
   struct Case {
     std::int64_t v, t;
@@ -106,24 +107,28 @@ TEST_F(TeamJob, GradientIsTheOneProcessGradient) {
     auto s = inputs(c.v, synthetic::zipf_ids(c.v, c.t, 1.1, 3));
     for (auto mode : {Mode::identical, Mode::deterministic})
       for (bool sparse : {false, true})
-        for (std::int64_t checkpoint_every : {std::int64_t{0}, std::int64_t{1000}}) {
-          std::string const what = "V " + std::to_string(c.v) + " T " + std::to_string(c.t) + " " +
-                                   std::string(to_string(mode)) + (sparse ? " sparse" : " dense") +
-                                   " checkpoint_every " + std::to_string(checkpoint_every);
-          SCOPED_TRACE(what);
-          s.mode = mode;
-          s.sparse = sparse;
-          s.microbatch = 97;
-          s.checkpoint_every = checkpoint_every;
-          std::string const name = "r" + std::to_string(checked++);
-          s.out = path(name + ".h5");
-          auto const report = job::run_backward(Space(), mpi::Team(MPI_COMM_WORLD), s);
-          EXPECT_EQ(report.ranks, rank_count());
-          EXPECT_EQ(report.gradient_sha256, from_rank_0(report.gradient_sha256));  // one answer on every rank
-          EXPECT_EQ(report.gradient_sha256, one_process_sha(s, name + "_one.h5"));
-        }
+        for (std::int64_t checkpoint_every : {std::int64_t{0}, std::int64_t{1000}})
+          for (auto read_ahead : {mpi::ReadAhead::off, mpi::ReadAhead::on}) {
+            std::string const what = "V " + std::to_string(c.v) + " T " + std::to_string(c.t) + " " +
+                                     std::string(to_string(mode)) + (sparse ? " sparse" : " dense") +
+                                     " checkpoint_every " + std::to_string(checkpoint_every) +
+                                     (read_ahead == mpi::ReadAhead::on ? ", reading ahead" : "");
+            SCOPED_TRACE(what);
+            s.mode = mode;
+            s.sparse = sparse;
+            s.microbatch = 97;
+            s.checkpoint_every = checkpoint_every;
+            std::string const name = "r" + std::to_string(checked++);
+            s.out = path(name + ".h5");
+            mpi::Team const team(MPI_COMM_WORLD, read_ahead);
+            EXPECT_EQ(team.reads_ahead(), read_ahead == mpi::ReadAhead::on);
+            auto const report = job::run_backward(Space(), team, s);
+            EXPECT_EQ(report.ranks, rank_count());
+            EXPECT_EQ(report.gradient_sha256, from_rank_0(report.gradient_sha256));  // one answer on every rank
+            EXPECT_EQ(report.gradient_sha256, one_process_sha(s, name + "_one.h5"));
+          }
   }
-  EXPECT_EQ(checked, 24);
+  EXPECT_EQ(checked, 48);
 }
 
 // Issue 39: the run file records each rank's share of the work: the terms its rows

@@ -1,8 +1,9 @@
 #pragma once
 // kembed::mpi::Team: the batch job (kembed/job/backward.hpp) over the ranks of an MPI
 // communicator. Each rank owns rows_of(V, ranks, rank) of the gradient, reads its
-// part of every block of positions collectively, folds through ShardedEmbedding,
-// and writes its rows of the run file collectively (parallel HDF5).
+// part of every block of positions collectively (on an I/O thread of its own, with
+// files on a duplicate communicator, where ReadAhead allows), folds through
+// ShardedEmbedding, and writes its rows of the run file collectively (parallel HDF5).
 #include <kembed/io/collective.hpp>
 #include <kembed/io/sha256.hpp>
 #include <kembed/job/failure.hpp>
@@ -10,30 +11,76 @@
 #include <kembed/mpi/sharded_embedding.hpp>
 
 #include <mpi.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <climits>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace kembed::mpi {
 
+// Whether the job reads the next block on a thread of its own while it folds:
+// `automatic` where this rank has a core to spare for it (spare_core), `on` wherever
+// MPI allows (tests), `off` never. Either way the bits are the same.
+enum class ReadAhead { automatic, on, off };
+
+// Collective. Whether each rank has a core beyond its `threads` for an I/O thread:
+// the cores it may run on (its affinity mask, or the node's shared by the node's
+// ranks where the mask is the whole node). Reading ahead on a core that also folds
+// made the job slower (docs/SCALING.md).
+inline bool spare_core(MPI_Comm comm, int threads) {
+  MPI_Comm node = MPI_COMM_NULL;
+  detail::check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  int node_ranks = 1;
+  MPI_Comm_size(node, &node_ranks);
+  MPI_Comm_free(&node);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int const mine = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  int const all = std::max(1, int(std::thread::hardware_concurrency()));
+  int const cores = mine < all ? mine : all / std::max(1, node_ranks);
+  int spare = cores >= threads + 1, every = 0;
+  detail::check(MPI_Allreduce(&spare, &every, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");  // one answer
+  return every == 1;
+}
+
 class Team {
  public:
-  explicit Team(MPI_Comm comm = MPI_COMM_WORLD) : collective_{comm} {
+  // Collective. Reading ahead (ReadAhead) needs MPI_THREAD_MULTIPLE: files then get a
+  // communicator of their own (a duplicate of `comm`), so that the job's I/O thread
+  // reads the next block collectively while this thread exchanges and folds; else
+  // file work stays on this thread, between folds.
+  explicit Team(MPI_Comm comm = MPI_COMM_WORLD, ReadAhead read_ahead = ReadAhead::automatic)
+      : comm_(comm), collective_{comm} {
     MPI_Comm_rank(comm, &rank_);
     MPI_Comm_size(comm, &size_);
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    bool const wanted =
+        read_ahead == ReadAhead::on ||
+        (read_ahead == ReadAhead::automatic && spare_core(comm, Kokkos::DefaultHostExecutionSpace().concurrency()));
+    if (level == MPI_THREAD_MULTIPLE && wanted) {
+      auto* io = new MPI_Comm(MPI_COMM_NULL);
+      detail::check(MPI_Comm_dup(comm, io), "MPI_Comm_dup");
+      io_comm_ = std::shared_ptr<MPI_Comm>(io, [](MPI_Comm* c) {
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (!finalized) MPI_Comm_free(c);
+        delete c;
+      });
+      collective_.comm = *io_comm_;
+    }
   }
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
-  MPI_Comm comm() const noexcept { return collective_.comm; }
+  MPI_Comm comm() const noexcept { return comm_; }  // the exchange's and the job's own collectives
   io::Collective const* collective() const noexcept { return &collective_; }
-  // Collective reads and writes stay on the main thread, in program order on every
-  // rank (MPI_THREAD_FUNNELED); reading ahead would need a second communicator and
-  // MPI_THREAD_MULTIPLE (docs/SCALING.md).
-  bool reads_ahead() const noexcept { return false; }
+  bool reads_ahead() const noexcept { return io_comm_ != nullptr; }
 
   // Every rank throws the lowest failing rank's error, as the same kind of kembed
   // error with the same text; or none does.
@@ -94,17 +141,12 @@ class Team {
     auto const r = rows_of(v, size_, rank_);
     return {r.begin, r.size()};
   }
-  std::string broadcast(std::string text, int root = 0) const {
-    long long length = static_cast<long long>(text.size());
-    detail::check(MPI_Bcast(&length, 1, MPI_LONG_LONG, root, comm()), "MPI_Bcast");
-    text.resize(static_cast<std::size_t>(length));
-    detail::check(MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, root, comm()), "MPI_Bcast");
-    return text;
-  }
+  std::string broadcast(std::string text, int root = 0) const { return broadcast_on(comm_, std::move(text), root); }
 
   // SHA-256 of every rank's bytes in rank order, on every rank: the first rank hashes
   // its own, then each other rank's, received in pieces of at most 16 MiB (so no rank
-  // ever holds more than its own part and one piece).
+  // ever holds more than its own part and one piece). On the files' communicator: a
+  // checkpoint's digests are made on the I/O thread, beside the exchange.
   std::string sha256_in_rank_order(void const* mine, std::size_t bytes) const {
     constexpr std::size_t piece = std::size_t{1} << 24;
     std::string digest;
@@ -114,10 +156,11 @@ class Team {
       std::vector<char> buffer(piece);
       for (int r = 1; r < size_; ++r) {
         unsigned long long left = 0;
-        detail::check(MPI_Recv(&left, 1, MPI_UNSIGNED_LONG_LONG, r, tag, comm(), MPI_STATUS_IGNORE), "MPI_Recv");
+        detail::check(MPI_Recv(&left, 1, MPI_UNSIGNED_LONG_LONG, r, tag, collective_.comm, MPI_STATUS_IGNORE),
+                      "MPI_Recv");
         while (left > 0) {
           int const n = static_cast<int>(std::min<unsigned long long>(left, piece));
-          detail::check(MPI_Recv(buffer.data(), n, MPI_CHAR, r, tag, comm(), MPI_STATUS_IGNORE), "MPI_Recv");
+          detail::check(MPI_Recv(buffer.data(), n, MPI_CHAR, r, tag, collective_.comm, MPI_STATUS_IGNORE), "MPI_Recv");
           sha.update(buffer.data(), std::size_t(n));
           left -= std::size_t(n);
         }
@@ -125,14 +168,14 @@ class Team {
       digest = sha.hex_digest();
     } else {
       unsigned long long const total = bytes;
-      detail::check(MPI_Send(&total, 1, MPI_UNSIGNED_LONG_LONG, 0, tag, comm()), "MPI_Send");
+      detail::check(MPI_Send(&total, 1, MPI_UNSIGNED_LONG_LONG, 0, tag, collective_.comm), "MPI_Send");
       auto const* p = static_cast<char const*>(mine);
       for (std::size_t at = 0; at < bytes; at += piece) {
         int const n = static_cast<int>(std::min(piece, bytes - at));
-        detail::check(MPI_Send(p + at, n, MPI_CHAR, 0, tag, comm()), "MPI_Send");
+        detail::check(MPI_Send(p + at, n, MPI_CHAR, 0, tag, collective_.comm), "MPI_Send");
       }
     }
-    return broadcast(digest);
+    return broadcast_on(collective_.comm, digest, 0);
   }
 
   // The backward of this rank's rows, on the positions every rank read.
@@ -269,7 +312,17 @@ class Team {
   };
 
  private:
+  static std::string broadcast_on(MPI_Comm comm, std::string text, int root) {
+    long long length = static_cast<long long>(text.size());
+    detail::check(MPI_Bcast(&length, 1, MPI_LONG_LONG, root, comm), "MPI_Bcast");
+    text.resize(static_cast<std::size_t>(length));
+    detail::check(MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, root, comm), "MPI_Bcast");
+    return text;
+  }
+
   static constexpr int tag = 0x6b65;  // "ke"
+  MPI_Comm comm_;
+  std::shared_ptr<MPI_Comm> io_comm_;  // files' own, with MPI_THREAD_MULTIPLE (freed with the last copy)
   io::Collective collective_;
   int rank_ = 0, size_ = 1;
 };

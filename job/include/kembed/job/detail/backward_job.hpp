@@ -368,7 +368,9 @@ class BackwardJob {
         ", d = " + std::to_string(c.embedding_dim) + ", microbatch " + with_commas(s_.microbatch) + ", plan " +
         std::string(to_string(c.plan)) + ", mode " + std::string(to_string(c.mode)) + ", " + record_.backend +
         " with " + std::to_string(record_.threads) + " thread(s)" +
-        (team_.size() > 1 ? " on each of " + std::to_string(team_.size()) + " ranks" : ""));
+        (team_.size() > 1 ? " on each of " + std::to_string(team_.size()) + " ranks" +
+                                (team_.reads_ahead() ? ", each reading its next block while it folds" : "")
+                          : ""));
   }
 
   // Writes a checkpoint from a copy of the carry while the next blocks fold (one at
