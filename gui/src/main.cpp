@@ -36,6 +36,17 @@ bool finishes_without_a_window(QCommandLineParser& parser, QCommandLineOption co
   return true;
 }
 
+// --size's WIDTHxHEIGHT, from the window's least size to 16384 a side; invalid otherwise.
+constexpr QSize least = kembed::inspector::MainWindow::least_size;
+QSize size_of(QString const& text) {
+  auto const wh = text.split('x');
+  bool ok_w = false, ok_h = false;
+  int const width = wh.size() == 2 ? wh[0].toInt(&ok_w) : 0, height = wh.size() == 2 ? wh[1].toInt(&ok_h) : 0;
+  bool const fits = ok_w && ok_h && width >= least.width() && height >= least.height() && width <= 16384 &&
+                    height <= 16384;
+  return fits ? QSize(width, height) : QSize();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -80,18 +91,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kembed-inspector: %s\n", qPrintable(text));
     return 2;
   };
-  int width = 1200, height = 800;
-  if (parser.isSet(size)) {
-    auto const wh = parser.value(size).split('x');
-    bool ok_w = false, ok_h = false;
-    if (wh.size() == 2) width = wh[0].toInt(&ok_w), height = wh[1].toInt(&ok_h);
-    auto const least = kembed::inspector::MainWindow::least_size;
-    if (!ok_w || !ok_h || width < least.width() || height < least.height() || width > 16384 || height > 16384)
-      return bad(QString("--size must be WIDTHxHEIGHT in pixels (%1x%2 to 16384x16384), got '%3'")
-                     .arg(least.width())
-                     .arg(least.height())
-                     .arg(parser.value(size)));
-  }
+  QSize const window_size = parser.isSet(size) ? size_of(parser.value(size)) : QSize(1200, 800);
+  if (!window_size.isValid())
+    return bad(QString("--size must be WIDTHxHEIGHT in pixels (%1x%2 to 16384x16384), got '%3'")
+                   .arg(least.width())
+                   .arg(least.height())
+                   .arg(parser.value(size)));
   qint64 row = -1;
   if (parser.isSet(row_option)) {
     bool ok = false;
@@ -127,7 +132,7 @@ int main(int argc, char** argv) {
                     : which == "all" ? Show::SideBySide
                                      : Show::A;
   window.setView(view_name);
-  window.resize(width, height);
+  window.resize(window_size);
   window.show();
   if (row >= 0) window.selectRow(row);
   if (!headless) {
