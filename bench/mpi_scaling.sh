@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The MPI job at P = 1..4 ranks on one batch: bytes exchanged per position and the
-# time split into read, exchange, fold and write, from each run's own report and run
+# time split into read, exchange, fold and write (and the first rank's hashing of its
+# part of the inputs, on a thread beside them), from each run's own report and run
 # file (/timings). Every run's gradient SHA-256 must be the same; the script fails
 # otherwise. docs/SCALING.md quotes and models these numbers.
 #   bench/mpi_scaling.sh [KEMBED] [POSITIONS] [ROWS] [DIM]
@@ -21,7 +22,7 @@ busiest() {
   h5dump -d /rank_work/terms -y -w 0 "$1" | sed -n '/DATA {/,/}/p' | tr -cs '0-9' '\n' |
     awk 'NF { n++; s += $1; if ($1 > m) m = $1 } END { printf "%.2f", n && s ? m / (s / n) : 1 }'
 }
-echo "ranks,bytes_per_position,read_s,exchange_s,fold_s,write_s,total_s,busiest_terms_over_mean,sha256"
+echo "ranks,bytes_per_position,read_s,exchange_s,fold_s,write_s,hash_s,hash_wait_s,total_s,busiest_terms_over_mean,sha256"
 first_sha=
 for p in 1 2 3 4; do
   out=$("${MPIEXEC:-mpiexec}" -n "$p" --oversubscribe "$kembed" -q backward --table "$work/table.h5" \
@@ -30,15 +31,16 @@ for p in 1 2 3 4; do
   bytes=$(sed -n 's/^exchange: *\([0-9.]*\) bytes.*/\1/p' <<<"$out")
   run=$work/run$p.h5
   read_s=$(timing "$run" read_batch_seconds) backward_s=$(timing "$run" backward_seconds)
-  total_s=$(timing "$run" total_seconds)
+  total_s=$(timing "$run" total_seconds) hash_s=$(timing "$run" hash_inputs_seconds)
+  hash_wait_s=$(timing "$run" hash_wait_seconds)
   exchange_s=$( ((p > 1)) && timing "$run" exchange_seconds || echo 0)
   # The gradient's hash and the file's write, as the first rank printed them.
   write_s=$(sed -n 's/^time: .* reading, \([0-9.]*\) \(ms\|s\) writing.*/\1 \2/p' <<<"$out" |
             awk '{ printf "%.3f", $2 == "ms" ? $1 / 1000 : $1 }')
   fold_s=$(awk -v b="$backward_s" -v e="$exchange_s" 'BEGIN { printf "%.3f", b - e }')
   balance=$( ((p > 1)) && busiest "$run" || echo 1.00)
-  printf "%d,%s,%.3f,%.3f,%s,%s,%.3f,%s,%s\n" "$p" "${bytes:-0}" "$read_s" "$exchange_s" "$fold_s" "$write_s" \
-    "$total_s" "$balance" "$sha"
+  printf "%d,%s,%.3f,%.3f,%s,%s,%.3f,%.3f,%.3f,%s,%s\n" "$p" "${bytes:-0}" "$read_s" "$exchange_s" "$fold_s" "$write_s" \
+    "$hash_s" "$hash_wait_s" "$total_s" "$balance" "$sha"
   first_sha=${first_sha:-$sha}
   [[ $sha == "$first_sha" ]] || { echo "mpi_scaling: $p ranks gave another gradient" >&2; exit 1; }
 done

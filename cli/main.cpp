@@ -210,6 +210,13 @@ CLI::App* add_backward(CLI::App& app, BackwardArgs& bw) {
   backward->add_option("--checkpoint", bw.checkpoint, "Checkpoint file (default: OUT.checkpoint)");
   backward->add_flag("--resume", bw.resume, "Continue from the checkpoint, if there is one");
   backward->add_flag("--deflate", bw.deflate, "Compress the run file (shuffle + deflate)");
+  add_setting(
+      backward, "--fingerprint", bw.fingerprint,
+      [](std::string const& text) { return kembed::io::parse_fingerprint(text, "--fingerprint"); },
+      "How the run file and checkpoints identify the table and batch: chunks (SHA-256 over the "
+      "SHA-256s of their 16 MiB chunks, which every MPI rank shares) or file (sha256sum's whole-file "
+      "SHA-256, hashed by one rank); a resume keeps its checkpoint's")
+      ->default_str("chunks");
   backward->add_option("--run-id", bw.run_id, "Identifier stored in the run file (default: time, pid, random)");
   return backward;
 }

@@ -111,10 +111,27 @@ std::vector<char const*> format_attributes(std::string const& format) {
   if (format == forward_format)
     return {"format", "kembed_version", "created_by", "table_sha256", "ids_sha256", "pooling", "bags"};
   if (format == checkpoint_format)
-    return {"format",           "kembed_version",  "job_id",         "position",      "microbatches",
-            "microbatch_size",  "table_sha256",    "batch_sha256",   "plan",          "numeric_mode",
-            "padding_idx",      "elapsed_seconds", "num_embeddings", "embedding_dim", "scale_grad_by_freq",
-            "listed_rows",      "gradient_sha256", "counts_sha256",  "pooling",       "bags",
+    return {"format",
+            "kembed_version",
+            "job_id",
+            "position",
+            "microbatches",
+            "microbatch_size",
+            "table_sha256",
+            "batch_sha256",
+            "inputs_fingerprint",
+            "plan",
+            "numeric_mode",
+            "padding_idx",
+            "elapsed_seconds",
+            "num_embeddings",
+            "embedding_dim",
+            "scale_grad_by_freq",
+            "listed_rows",
+            "gradient_sha256",
+            "counts_sha256",
+            "pooling",
+            "bags",
             "checkpoint_sha256"};
   return {};
 }

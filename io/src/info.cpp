@@ -96,7 +96,9 @@ InfoSection run_section(std::string const& path) {
   char text[64];
   for (auto const& in : run.inputs) {
     std::snprintf(text, sizeof text, "%-6s ", in.role.c_str());
-    s.lines.push_back({"input", text + in.path + " (" + with_commas(in.bytes) + " bytes, SHA-256 " + in.sha256 + ")"});
+    s.lines.push_back({"input", text + in.path + " (" + with_commas(in.bytes) + " bytes, SHA-256 " +
+                                    (in.fingerprint == Fingerprint::chunks ? "of 16 MiB chunks " : "") + in.sha256 +
+                                    ")"});
   }
   for (auto const& [name, seconds] : run.timings) {
     std::snprintf(text, sizeof text, "%-22s ", name.c_str());

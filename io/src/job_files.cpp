@@ -277,11 +277,13 @@ std::string checkpoint_sha256(Checkpoint const& c) {
   std::string const all =
       std::string(checkpoint_format) + "\n" + line("job_id", c.job_id) + line("position", num(c.position)) +
       line("microbatches", num(c.microbatches)) + line("microbatch_size", num(c.microbatch_size)) +
-      line("table_sha256", c.table_sha256) + line("batch_sha256", c.batch_sha256) + line("plan", text(c.plan)) +
-      line("numeric_mode", text(c.numeric_mode)) + line("scale_grad_by_freq", text(c.scale_grad_by_freq)) +
-      line("padding_idx", num(c.padding_idx)) + line("elapsed_seconds", elapsed) + line("num_embeddings", num(c.rows)) +
-      line("embedding_dim", num(c.cols)) + line("listed_rows", num(c.sparse ? c.listed_count : -1)) +
-      line("gradient_sha256", c.gradient_sha256) + line("counts_sha256", c.counts_sha256) +
+      line("table_sha256", c.table_sha256) + line("batch_sha256", c.batch_sha256) +
+      (c.fingerprint == Fingerprint::file ? std::string() : line("inputs_fingerprint", text(c.fingerprint))) +
+      line("plan", text(c.plan)) + line("numeric_mode", text(c.numeric_mode)) +
+      line("scale_grad_by_freq", text(c.scale_grad_by_freq)) + line("padding_idx", num(c.padding_idx)) +
+      line("elapsed_seconds", elapsed) + line("num_embeddings", num(c.rows)) + line("embedding_dim", num(c.cols)) +
+      line("listed_rows", num(c.sparse ? c.listed_count : -1)) + line("gradient_sha256", c.gradient_sha256) +
+      line("counts_sha256", c.counts_sha256) +
       (c.pooling ? line("pooling", text(*c.pooling)) + line("bags", num(c.bags)) : std::string());
   return sha256_hex(all.data(), all.size());
 }
@@ -296,6 +298,8 @@ void write_checkpoint_attributes(hid_t root, Checkpoint const& c) {
   h5::write_int64(root, "microbatch_size", c.microbatch_size);
   h5::write_string(root, "table_sha256", c.table_sha256);
   h5::write_string(root, "batch_sha256", c.batch_sha256);
+  if (c.fingerprint != Fingerprint::file)  // files before it: whole-file SHA-256s
+    h5::write_string(root, "inputs_fingerprint", std::string(to_string(c.fingerprint)));
   detail::write_settings(root, c.plan, c.numeric_mode, c.scale_grad_by_freq);
   h5::write_int64(root, "padding_idx", c.padding_idx);
   h5::write_double(root, "elapsed_seconds", c.elapsed_seconds);
@@ -431,6 +435,13 @@ Checkpoint read_checkpoint_attributes(hid_t file, std::string const& path, bool 
   c.microbatch_size = detail::required_int64(file, path, "microbatch_size");
   c.table_sha256 = detail::required_string(file, path, "table_sha256");
   c.batch_sha256 = detail::required_string(file, path, "batch_sha256");
+  if (auto kind = h5::read_string(file, "inputs_fingerprint")) {
+    try {
+      c.fingerprint = parse_fingerprint(*kind, "inputs_fingerprint");
+    } catch (InvalidArgument const& e) {
+      throw FileError(path, "", std::string("attribute ") + e.message() + "; the checkpoint is damaged or was edited");
+    }
+  }
   c.plan = detail::recorded_plan(file, path);
   c.numeric_mode = detail::recorded_mode(file, path);
   c.scale_grad_by_freq = detail::recorded_scale(file, path);

@@ -186,7 +186,7 @@ void write_run_attributes(hid_t file, RunFile const& run, char const* format) {
   for (auto const& input : run.inputs) {
     auto g = ordered_group(inputs, input.role.c_str());
     h5::write_string(g, "path", input.path);
-    h5::write_string(g, "sha256", input.sha256);
+    h5::write_string(g, fingerprint_attribute(input.fingerprint), input.sha256);
     h5::write_int64(g, "bytes", input.bytes);
   }
   auto timings = ordered_group(file, "timings");
@@ -493,7 +493,9 @@ RunFile read_header(hid_t file, std::string const& path) {
       in.role = role;
       in_object(path, "/inputs/" + role, [&] {
         in.path = h5::read_string(*g, "path").value_or("");
-        in.sha256 = h5::read_string(*g, "sha256").value_or("");
+        auto chunked = h5::read_string(*g, fingerprint_attribute(Fingerprint::chunks));
+        in.fingerprint = chunked ? Fingerprint::chunks : Fingerprint::file;
+        in.sha256 = chunked ? *chunked : h5::read_string(*g, "sha256").value_or("");
         in.bytes = h5::read_int64(*g, "bytes").value_or(0);
       });
       run.inputs.push_back(std::move(in));

@@ -1,8 +1,12 @@
 #include <kembed/io/error.hpp>
 #include <kembed/io/sha256.hpp>
 
+#include <fcntl.h>
 #include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -86,6 +90,63 @@ std::string sha256_file(std::string const& path, std::int64_t* bytes) {
   if (failed) throw FileError(path, "", "reading failed part-way");
   if (bytes) *bytes = total;
   return h.hex_digest();
+}
+
+std::string_view to_string(Fingerprint kind) {
+  return kind == Fingerprint::chunks ? "chunks" : "file";
+}
+
+Fingerprint parse_fingerprint(std::string const& text, std::string const& setting) {
+  if (text == "chunks") return Fingerprint::chunks;
+  if (text == "file") return Fingerprint::file;
+  throw InvalidArgument(setting, setting + " must be chunks or file, got '" + text + "'");
+}
+
+std::int64_t file_bytes(std::string const& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw FileError(path, "", std::string("cannot be read: ") + std::strerror(errno));
+  return static_cast<std::int64_t>(st.st_size);
+}
+
+std::pair<std::int64_t, std::int64_t> chunks_of(std::int64_t bytes, int ranks, int rank) {
+  std::int64_t const n = (bytes + fingerprint_chunk_bytes - 1) / fingerprint_chunk_bytes;
+  return {n * rank / ranks, n * (rank + 1) / ranks};
+}
+
+std::string sha256_of_chunks(std::string const& path, std::int64_t first, std::int64_t end) {
+  int const fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw FileError(path, "", std::string("cannot be read: ") + std::strerror(errno));
+  std::string digests;
+  std::vector<unsigned char> buffer(1 << 20);
+  bool failed = false;
+  for (std::int64_t c = first; c < end && !failed; ++c) {
+    Sha256 h;
+    for (std::int64_t at = c * fingerprint_chunk_bytes, left = fingerprint_chunk_bytes; left > 0;) {
+      auto const n = ::pread(fd, buffer.data(), std::size_t(std::min<std::int64_t>(left, std::int64_t(buffer.size()))),
+                             static_cast<off_t>(at));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {  // the end of the file (the last chunk is shorter), or an error
+        failed = n < 0 || c + 1 < end;
+        break;
+      }
+      h.update(buffer.data(), std::size_t(n));
+      at += n, left -= n;
+    }
+    auto const d = h.digest();
+    digests.append(reinterpret_cast<char const*>(d.data()), d.size());
+  }
+  ::close(fd);
+  if (failed) throw FileError(path, "", "reading failed part-way (or the file shrank while it was hashed)");
+  return digests;
+}
+
+std::string fingerprint_file(std::string const& path, Fingerprint kind, std::int64_t* bytes) {
+  if (kind == Fingerprint::file) return sha256_file(path, bytes);
+  auto const size = file_bytes(path);
+  auto const [first, end] = chunks_of(size, 1, 0);
+  auto const digests = sha256_of_chunks(path, first, end);
+  if (bytes) *bytes = size;
+  return sha256_hex(digests.data(), digests.size());
 }
 
 }  // namespace kembed::io

@@ -12,6 +12,7 @@ io::Checkpoint checkpoint_of(RunRecord const& r, double elapsed) {
   c.microbatch_size = r.microbatch_size;
   c.table_sha256 = r.table.sha256;
   c.batch_sha256 = r.batch.sha256;
+  c.fingerprint = r.table.fingerprint;
   c.plan = r.config.plan;
   c.numeric_mode = r.config.mode;
   c.scale_grad_by_freq = r.config.scale_grad_by_freq;
@@ -44,7 +45,8 @@ io::RunFile run_header_of(RunRecord const& r, BackwardSettings const& s) {
   run.cols = r.config.embedding_dim;
   run.rank_work = r.rank_work;
   run.command_line_json = io::json_array(s.command_line);
-  run.configuration_json = settings_json(s, r.config, r.backend, r.threads, r.ranks, r.resumed_from, r.pooling);
+  run.configuration_json =
+      settings_json(s, r.config, r.backend, r.threads, r.ranks, r.resumed_from, r.pooling, r.table.fingerprint);
   return run;
 }
 
@@ -54,6 +56,7 @@ std::vector<std::pair<std::string, double>> timings_of(RunRecord const& r, doubl
       {"read_batch_seconds", r.seconds.read},       {"backward_seconds", r.seconds.backward},
       {"checkpoint_seconds", r.seconds.checkpoint}, {"total_seconds", elapsed}};
   if (r.ranks > 1) timings.emplace_back("exchange_seconds", r.seconds.exchange);
+  timings.emplace_back("hash_wait_seconds", r.seconds.hash_wait);
   return timings;
 }
 

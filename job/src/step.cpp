@@ -19,12 +19,13 @@ std::string shape(std::int64_t rows, std::int64_t cols) {
 }
 
 // An input's identity, its bytes hashed once (by the first rank) for every rank.
-io::InputIdentity identify(char const* role, std::string const& path, StepTeam const& team) {
+io::InputIdentity identify(char const* role, std::string const& path, StepTeam const& team,
+                           io::Fingerprint kind = io::Fingerprint::file) {
   io::InputIdentity id;
-  id.role = role, id.path = path;
+  id.role = role, id.path = path, id.fingerprint = kind;
   std::string text;
   if (team.rank == 0) {
-    id.sha256 = io::sha256_file(path, &id.bytes);
+    id.sha256 = io::fingerprint_file(path, kind, &id.bytes);
     text = id.sha256 + " " + std::to_string(id.bytes);
   }
   text = team.broadcast(text);
@@ -64,6 +65,12 @@ void check_step_paths(StepSettings const& s, std::string const& state_out, Obser
   check_output_path(o.name_of("state_out"), state_out);
 }
 
+io::InputIdentity recorded_table(io::RunFile const& run) {
+  for (auto const& input : run.inputs)
+    if (input.role == "table") return input;
+  return {};
+}
+
 // The run's gradient must be the table's shape and computed on this table (its header).
 void check_run(StepSettings const& s, io::RunFile const& run, io::InputIdentity const& table, std::int64_t v,
                std::int64_t d, Observer const& o) {
@@ -71,16 +78,15 @@ void check_run(StepSettings const& s, io::RunFile const& run, io::InputIdentity 
   if (run.rows != v || run.cols != d)
     throw InvalidArgument("run", name + " holds a " + shape(run.rows, run.cols) + " gradient; " + o.name_of("table") +
                                      " " + s.table + " is " + shape(v, d));
-  std::string recorded;
-  for (auto const& input : run.inputs)
-    if (input.role == "table") recorded = input.sha256;
-  if (recorded.empty())
+  auto const recorded = recorded_table(run);
+  if (recorded.sha256.empty())
     throw InvalidArgument("run", name +
                                      " does not record the table it was computed on; a step applies a gradient to "
                                      "that table only");
-  if (recorded != table.sha256)
-    throw InvalidArgument("run", name + " was computed on a table with SHA-256 " + recorded + ", and " +
-                                     o.name_of("table") + " " + s.table + " has SHA-256 " + table.sha256 +
+  std::string const kind = recorded.fingerprint == io::Fingerprint::chunks ? "SHA-256 of 16 MiB chunks " : "SHA-256 ";
+  if (recorded.sha256 != table.sha256)
+    throw InvalidArgument("run", name + " was computed on a table with " + kind + recorded.sha256 + ", and " +
+                                     o.name_of("table") + " " + s.table + " has " + kind + table.sha256 +
                                      ": a step applies a gradient to the table it was computed on");
 }
 
@@ -192,7 +198,10 @@ StepInputs read_step_inputs(StepSettings const& s, StepTeam const& team, Observe
   together(team, [&] { in.run = io::read_run_header(s.run); });
   in.run_id = identify("run", s.run, team);
   auto const d = in.table.config.embedding_dim;
-  check_run(s, in.run, in.table_id, in.table.config.num_embeddings, d, o);  // the same on every rank
+  // The table as the run identified it (its fingerprint's kind), to check the two go together.
+  auto const kind = recorded_table(in.run).fingerprint;
+  auto const as_run = kind == in.table_id.fingerprint ? in.table_id : identify("table", s.table, team, kind);
+  check_run(s, in.run, as_run, in.table.config.num_embeddings, d, o);  // the same on every rank
   read_gradient(s, in, team, d, o);
   resolve_state(s, in, team, o);
   return in;

@@ -199,7 +199,8 @@ std::vector<unsigned char> sparse_records(std::int64_t const* rows, float const*
 }
 
 std::string settings_json(BackwardSettings const& s, Config const& c, std::string const& backend, int threads,
-                          int ranks, std::int64_t resumed_from, std::optional<Pooling> pooling) {
+                          int ranks, std::int64_t resumed_from, std::optional<Pooling> pooling,
+                          io::Fingerprint fingerprint) {
   auto q = io::json_quote;
   return "{\"table\": " + q(s.table) + ", \"batch\": " + q(s.batch) + ", \"ids_dataset\": " + q(s.ids_dataset) +
          ", \"dy_dataset\": " + q(s.dy_dataset) + ", \"out\": " + q(s.out) +
@@ -209,6 +210,7 @@ std::string settings_json(BackwardSettings const& s, Config const& c, std::strin
          ", \"padding_idx\": " + std::to_string(c.padding_idx) + ", \"backend\": " + q(backend) +
          ", \"threads\": " + std::to_string(threads) + ", \"ranks\": " + std::to_string(ranks) +
          ", \"checkpoint_every\": " + std::to_string(s.checkpoint_every) +
+         ", \"fingerprint\": " + q(std::string(io::to_string(fingerprint))) +
          ", \"resumed_from\": " + std::to_string(resumed_from) +
          (pooling ? ", \"pooling\": " + q(std::string(to_string(*pooling))) : std::string()) + "}";
 }

@@ -189,7 +189,7 @@ inline io::RunFile sample_run() {
   run.microbatches = 31;
   run.microbatch_size = 4096;
   run.inputs = {{"table", "/data/table.h5", io::sha256_hex("t", 1), 1000},
-                {"batch", "batch.h5", io::sha256_hex("b", 1), 2000}};
+                {"batch", "batch.h5", io::sha256_hex("b", 1), 2000, io::Fingerprint::chunks}};
   run.timings = {{"read_batch_seconds", 0.5}, {"backward_seconds", 2.25}, {"total_seconds", 3.125}};
   run.command_line_json = io::json_array({"kembed", "backward", "--table", "a \"b\"\n"});
   run.configuration_json = "{\"microbatch\": 4096, \"plan\": \"auto\"}";

@@ -8,6 +8,36 @@ namespace {
 // turn is refused, also when only the attributes are read), the data by their own
 // digests (checked when every row is read; a rank reading part of them leaves that
 // to its job), and a checkpoint without the digest is not resumed.
+// The inputs' fingerprint kind travels with the checkpoint, under its digest: a
+// checkpoint of chunk fingerprints read as whole-file ones would never match.
+TEST_F(Io, ACheckpointKeepsItsKindOfInputFingerprint) {
+  auto c = sample_checkpoint();
+  c.fingerprint = io::Fingerprint::chunks;
+  io::write_checkpoint(path("c.h5"), c);
+  EXPECT_EQ(io::read_checkpoint(path("c.h5")).fingerprint, io::Fingerprint::chunks);
+  EXPECT_EQ(io::read_checkpoint(path("c.h5"), false).fingerprint, io::Fingerprint::chunks);
+  c.fingerprint = io::Fingerprint::file;  // as files before the kind: no attribute at all
+  io::write_checkpoint(path("f.h5"), c);
+  EXPECT_EQ(io::read_checkpoint(path("f.h5")).fingerprint, io::Fingerprint::file);
+  hid_t f = H5Fopen(path("f.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  EXPECT_EQ(H5Aexists(f, "inputs_fingerprint"), 0);
+  H5Fclose(f);
+  fs::copy_file(path("c.h5"), path("edited.h5"));
+  f = H5Fopen(path("edited.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  H5Adelete(f, "inputs_fingerprint");
+  H5Fclose(f);
+  EXPECT_NE(refusal([&] { io::read_checkpoint(path("edited.h5")); }).find("do not match checkpoint_sha256"),
+            std::string::npos);
+  fs::copy_file(path("c.h5"), path("bad.h5"));
+  f = H5Fopen(path("bad.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  set_string_attr(f, "inputs_fingerprint", "sha1");
+  H5Fclose(f);
+  EXPECT_NE(refusal([&] {
+              io::read_checkpoint(path("bad.h5"));
+            }).find("attribute inputs_fingerprint must be chunks or file, got 'sha1'; the checkpoint is damaged"),
+            std::string::npos);
+}
+
 TEST_F(Io, CheckpointsCarryDigestsOverEverythingAResumeUses) {
   auto const c = sample_checkpoint();
   io::write_checkpoint(path("c.h5"), c);

@@ -70,6 +70,13 @@ TEST_F(Io, RunFilesRoundTripBitForBit) {
   EXPECT_EQ(back.inputs[1].path, "batch.h5");
   EXPECT_EQ(back.inputs[1].sha256, run.inputs[1].sha256);
   EXPECT_EQ(back.inputs[1].bytes, 2000);
+  EXPECT_EQ(back.inputs[1].fingerprint, run.inputs[1].fingerprint);
+  // Each kind under its own attribute: sha256 is always sha256sum's whole-file digest.
+  hid_t f = H5Fopen(path("run.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  EXPECT_GT(H5Aexists_by_name(f, "/inputs/table", "sha256", H5P_DEFAULT), 0);
+  EXPECT_GT(H5Aexists_by_name(f, "/inputs/batch", "sha256_of_16MiB_chunks", H5P_DEFAULT), 0);
+  EXPECT_EQ(H5Aexists_by_name(f, "/inputs/batch", "sha256", H5P_DEFAULT), 0);
+  H5Fclose(f);
   EXPECT_EQ(back.timings, run.timings);
   EXPECT_EQ(back.command_line_json, "[\"kembed\", \"backward\", \"--table\", \"a \\\"b\\\"\\n\"]");
   EXPECT_EQ(back.configuration_json, run.configuration_json);

@@ -355,5 +355,48 @@ TEST(Sha256, KnownVectors) {
   EXPECT_EQ(h.hex_digest(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
+// A file whose byte i is (i * 7 + 3) mod 251, from a 251-byte pattern.
+void write_pattern(std::string const& path, std::int64_t bytes) {
+  std::string pattern(251, '\0');
+  for (int i = 0; i < 251; ++i) pattern[std::size_t(i)] = char((i * 7 + 3) % 251);
+  std::ofstream out(path, std::ios::binary);
+  for (std::int64_t at = 0; at < bytes; at += 251) out.write(pattern.data(), std::min<std::int64_t>(251, bytes - at));
+}
+
+// The values Python's hashlib gives (docs/FORMAT.md's few lines): SHA-256 over the
+// 16 MiB chunks' digests; any split of the chunks over ranks joins to the same list.
+TEST_F(Io, ChunkedFingerprintsAreHashlibsAndDoNotDependOnTheSplit) {
+  std::int64_t const c = io::fingerprint_chunk_bytes;
+  struct Case {
+    std::int64_t bytes;
+    char const* chunks;
+    char const* file;
+  };
+  for (auto const& k : {Case{0, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+                             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+                        Case{c, "adaf8976be4747a13ff05238fc6bfc05fbdbee0ea5ab1bfe1e33c267836354b1", nullptr},
+                        Case{2 * c + 5, "a051e80254ce8b05c8c11d00ecdadcf1d2d1489d25e3ca2b3fd7d40aa2c809a0",
+                             "ff995f45912381ef0a21b2ba85a8f373e4c5171739a10562bde5834246eb7446"}}) {
+    SCOPED_TRACE(k.bytes);
+    auto const file = path("pattern.bin");
+    write_pattern(file, k.bytes);
+    std::int64_t bytes = -1;
+    EXPECT_EQ(io::fingerprint_file(file, io::Fingerprint::chunks, &bytes), k.chunks);
+    EXPECT_EQ(bytes, k.bytes);
+    if (k.file) EXPECT_EQ(io::fingerprint_file(file, io::Fingerprint::file), k.file);
+    for (int ranks : {1, 2, 3, 5}) {
+      std::string joined;
+      for (int r = 0; r < ranks; ++r) {
+        auto const [first, end] = io::chunks_of(k.bytes, ranks, r);
+        joined += io::sha256_of_chunks(file, first, end);
+      }
+      EXPECT_EQ(io::sha256_hex(joined.data(), joined.size()), k.chunks) << ranks << " ranks";
+    }
+  }
+  EXPECT_THROW(io::fingerprint_file(path("absent.bin"), io::Fingerprint::chunks), io::FileError);
+  EXPECT_THROW(io::parse_fingerprint("sha1"), InvalidArgument);
+  EXPECT_EQ(io::parse_fingerprint(std::string(io::to_string(io::Fingerprint::file))), io::Fingerprint::file);
+}
+
 }  // namespace
 }  // namespace kembed

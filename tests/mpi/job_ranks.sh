@@ -38,6 +38,13 @@ same_datasets() {
     exit 1
   fi
   [[ $(h5dump -a /ranks "$b" | grep -c "(0): $ranks") -eq 1 ]] || { echo "job_ranks: $what: /ranks is not $ranks" >&2; exit 1; }
+  # The inputs' fingerprints: each rank hashed its own chunks, and the value is one process's.
+  local role fp
+  for role in table batch; do
+    fp=$(h5dump -a "/inputs/$role/sha256_of_16MiB_chunks" "$a" | grep "(0)")
+    [[ -n $fp && $fp == $(h5dump -a "/inputs/$role/sha256_of_16MiB_chunks" "$b" | grep "(0)") ]] ||
+      { echo "job_ranks: $what: the $role's fingerprint differs between one process and $ranks ranks" >&2; exit 1; }
+  done
   checked=$((checked + 1))
 }
 # One process (no mpiexec) and RANKS ranks on the same arguments.

@@ -2,6 +2,7 @@
 // The batch job's other files (docs/FORMAT.md): batch files (ids and dy, read in
 // blocks so a batch never has to fit in memory), forward outputs, and checkpoints.
 #include <kembed/core/bags.hpp>
+#include <kembed/io/sha256.hpp>
 #include <kembed/io/slabs.hpp>
 #include <kembed/io/table_file.hpp>
 
@@ -123,8 +124,9 @@ struct Checkpoint {
   std::int64_t position = 0;
   std::int64_t microbatches = 0;
   std::int64_t microbatch_size = 0;
-  std::string table_sha256, batch_sha256;
-  Plan plan = Plan::automatic;  // typed, as a run file's
+  std::string table_sha256, batch_sha256;       // the inputs' fingerprints, of this kind:
+  Fingerprint fingerprint = Fingerprint::file;  // attribute inputs_fingerprint (absent: file)
+  Plan plan = Plan::automatic;                  // typed, as a run file's
   Mode numeric_mode = Mode::identical;
   FreqScale scale_grad_by_freq = FreqScale::none;
   std::int64_t padding_idx = -1;

@@ -3,6 +3,7 @@
 // (inputs, backend, plan, timings, provenance), in HDF5 (docs/FORMAT.md, format tag
 // "kembed-run-1").
 #include <kembed/core/bags.hpp>
+#include <kembed/io/sha256.hpp>
 #include <kembed/io/slabs.hpp>
 #include <kembed/io/table_file.hpp>
 
@@ -24,17 +25,24 @@ inline constexpr char const* sparse_run_format = "kembed-sparse-run-1";
 inline bool is_run_format(std::string const& tag) { return tag == run_format || tag == sparse_run_format; }
 
 // The phases a run file's /timings holds, in the order kembed backward writes them.
-// exchange_seconds (part of backward_seconds) only where more than one MPI rank ran.
+// exchange_seconds (part of backward_seconds) only where more than one MPI rank ran;
+// hash_wait_seconds (the first rank's wait for the inputs' fingerprints with nothing
+// else left to do) in files since chunked fingerprints.
 inline constexpr char const* timing_phases[] = {"read_table_seconds", "hash_inputs_seconds", "read_batch_seconds",
                                                 "backward_seconds",   "checkpoint_seconds",  "total_seconds",
-                                                "exchange_seconds"};
+                                                "exchange_seconds",   "hash_wait_seconds"};
 
 struct InputIdentity {
   std::string role;    // "table", "batch", ...
   std::string path;    // as the run was given it
-  std::string sha256;  // of the file's bytes
+  std::string sha256;  // the file's fingerprint, of the kind below (attribute sha256 or sha256_of_16MiB_chunks)
   std::int64_t bytes = 0;
+  Fingerprint fingerprint = Fingerprint::file;
 };
+// The attribute an input's fingerprint of `kind` is stored under (docs/FORMAT.md).
+inline char const* fingerprint_attribute(Fingerprint kind) {
+  return kind == Fingerprint::chunks ? "sha256_of_16MiB_chunks" : "sha256";
+}
 
 // One rank's share of a job under MPI: the terms its rows received (the sum of its
 // rows' counts: the whole job's, a resume's too), the bytes it sent in the exchange

@@ -34,6 +34,7 @@ class OneProcess {
   std::int64_t sum_before(std::int64_t) const { return 0; }
   std::vector<std::int64_t> all_gather(std::int64_t value) const { return {value}; }
   std::string sha256_in_rank_order(void const* mine, std::size_t bytes) const { return io::sha256_hex(mine, bytes); }
+  std::string gather_bytes(std::string mine) const { return mine; }
   // The rows of a V-row table this process owns: all of them (first, count).
   std::pair<std::int64_t, std::int64_t> own_rows(std::int64_t v) const { return {0, v}; }
   // Per-row counts of every rank's positions (V entries each), summed: this rank's rows.

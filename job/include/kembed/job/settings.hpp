@@ -3,6 +3,7 @@
 #include <kembed/core/bags.hpp>
 #include <kembed/core/optim.hpp>
 #include <kembed/core/options.hpp>
+#include <kembed/io/sha256.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -30,6 +31,9 @@ struct BackwardSettings {
   std::string checkpoint;             // default: <out>.checkpoint
   bool resume = false;
   bool deflate = false;
+  // How the run file and checkpoints fingerprint the inputs (a resume keeps its
+  // checkpoint's): 16 MiB chunks hashed by every rank, or whole files by the first.
+  io::Fingerprint fingerprint = io::Fingerprint::chunks;
   std::string run_id;                     // default: time, process and a random tag
   std::vector<std::string> command_line;  // recorded in the run file's provenance
 };

@@ -14,6 +14,7 @@
 //   t.sum(n), t.sum_before(n)             of every rank's n; of the ranks before this one
 //   t.all_gather(n)                       every rank's n, in rank order (std::vector<int64_t>)
 //   t.sha256_in_rank_order(data, bytes)   SHA-256 of every rank's bytes, in rank order
+//   t.gather_bytes(std::string)           every rank's (small) bytes, in rank order, on every rank
 //   t.sum_rows(counts, first_row, rows)   per-row counts summed to the rows' owner
 //   T::Layer<Space>(t, space, V, d, Options), with config(), first_row(), row_count(),
 //     backward(...), backward_sparse(...), last_path(), last_positions(),
@@ -71,6 +72,7 @@ struct team_members<
                    decltype(std::int64_t(std::declval<T const&>().sum_before(std::int64_t()))),
                    decltype(std::vector<std::int64_t>(std::declval<T const&>().all_gather(std::int64_t()))),
                    decltype(std::string(std::declval<T const&>().sha256_in_rank_order(nullptr, std::size_t()))),
+                   decltype(std::string(std::declval<T const&>().gather_bytes(std::string()))),
                    decltype(std::vector<std::int64_t>(std::declval<T const&>().sum_rows(
                        std::vector<std::int64_t>(), std::int64_t(), std::int64_t())))>> : std::true_type {};
 

@@ -111,6 +111,19 @@ class Team {
     return all;
   }
 
+  // Every rank's bytes, concatenated in rank order, on every rank (small parts: the
+  // inputs' chunk digests). On the job's communicator, from the job's thread.
+  std::string gather_bytes(std::string const& mine) const {
+    std::vector<int> sizes(static_cast<std::size_t>(size_)), at(static_cast<std::size_t>(size_), 0);
+    int const n = static_cast<int>(mine.size());
+    detail::check(MPI_Allgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, comm()), "MPI_Allgather");
+    for (std::size_t r = 1; r < sizes.size(); ++r) at[r] = at[r - 1] + sizes[r - 1];
+    std::string all(static_cast<std::size_t>(at.back() + sizes.back()), '\0');
+    detail::check(MPI_Allgatherv(mine.data(), n, MPI_CHAR, all.data(), sizes.data(), at.data(), MPI_CHAR, comm()),
+                  "MPI_Allgatherv");
+    return all;
+  }
+
   // The sum of `value` over the ranks before this one (0 on the first).
   std::int64_t sum_before(std::int64_t value) const {
     std::int64_t before = 0;

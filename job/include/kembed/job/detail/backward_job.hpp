@@ -105,10 +105,11 @@ class BackwardJob {
     return options;
   }
 
-  // The batch, its shape checked against the table's, and the inputs' digests: the
-  // first rank hashes both files on a thread of its own while the job reads and folds
-  // (the batch's pages, read once from storage, serve both); only resuming,
-  // checkpointing and publishing need them (hashed() waits).
+  // The batch, its shape checked against the table's, and the inputs' fingerprints,
+  // hashed on a thread of its own while the job reads and folds (the batch's pages,
+  // read once from storage, serve both): each rank its own run of 16 MiB chunks, or
+  // the first rank whole files (Fingerprint::file); only resuming, checkpointing and
+  // publishing need them (hashed() waits). A resume keeps its checkpoint's kind.
   void open_inputs() {
     auto const d = record_.config.embedding_dim;
     together([&] {
@@ -122,17 +123,28 @@ class BackwardJob {
     if (batch_->info().bags > 0 || s_.pooling) open_bags();
     record_.table.path = s_.table;
     record_.batch.path = s_.batch;
-    if (team_.rank() == 0)
-      hasher_ = JoiningThread([this] {
-        auto const h0 = clock::now();
-        try {
-          record_.table.sha256 = io::sha256_file(s_.table, &record_.table.bytes);
-          record_.batch.sha256 = io::sha256_file(s_.batch, &record_.batch.bytes);
-        } catch (...) {
-          hash_error_ = std::current_exception();
+    auto const kind = io::parse_fingerprint(
+        team_.broadcast(std::string(io::to_string(found_ ? found_->fingerprint : s_.fingerprint))));
+    record_.table.fingerprint = record_.batch.fingerprint = kind;
+    if (kind == io::Fingerprint::chunks || team_.rank() == 0) hasher_ = JoiningThread([this] { hash_inputs(); });
+  }
+  // This rank's part of the inputs' fingerprints: whole digests (file), or its chunks'.
+  void hash_inputs() {
+    auto const h0 = clock::now();
+    try {
+      for (auto* id : {&record_.table, &record_.batch}) {
+        if (id->fingerprint == io::Fingerprint::file) {
+          id->sha256 = io::sha256_file(id->path, &id->bytes);
+          continue;
         }
-        record_.seconds.hash = seconds(h0);
-      });
+        id->bytes = io::file_bytes(id->path);
+        auto const [first, end] = io::chunks_of(id->bytes, team_.size(), team_.rank());
+        id->sha256 = io::sha256_of_chunks(id->path, first, end);  // combined in hashed()
+      }
+    } catch (...) {
+      hash_error_ = std::current_exception();
+    }
+    record_.seconds.hash = seconds(h0);
   }
   // A bag batch: its pooling (sum unless asked), and the layer's bags, over the
   // whole table for max (its argmax reads the rows as stored); the job then counts
@@ -170,6 +182,10 @@ class BackwardJob {
       if (hash_error_) std::rethrow_exception(hash_error_);
     });
     for (auto* id : {&record_.table, &record_.batch}) {
+      if (id->fingerprint == io::Fingerprint::chunks) {
+        auto const digests = team_.gather_bytes(id->sha256);  // every chunk's, in file order
+        id->sha256 = io::sha256_hex(digests.data(), digests.size());
+      }
       id->sha256 = team_.broadcast(id->sha256);
       id->bytes = std::stoll(team_.broadcast(std::to_string(id->bytes)));
     }
@@ -429,7 +445,11 @@ class BackwardJob {
   // their digests last; many ranks agree on the digests first.
   void publish() {
     bool const late_header = team_.size() == 1;
-    if (!late_header) hashed();
+    if (!late_header) {
+      auto const w0 = clock::now();
+      hashed();
+      record_.seconds.hash_wait = seconds(w0);
+    }
     auto const t0 = clock::now();
     record_.run_id = s_.run_id.empty() ? team_.broadcast(team_.rank() == 0 ? make_run_id() : "") : s_.run_id;
     record_.plan_used = team_.broadcast(plan_used());  // the first rank's, on every rank
@@ -443,7 +463,7 @@ class BackwardJob {
     auto complete = [&](io::RunFile& r) {  // the inputs and the timings, once the inputs are hashed
       auto const w0 = clock::now();
       hashed();
-      record_.seconds.hash_wait = seconds(w0);
+      if (late_header) record_.seconds.hash_wait = seconds(w0);
       r.inputs = {record_.table, record_.batch};
       r.timings = timings_of_first_rank(timings_of(record_, elapsed()));
     };

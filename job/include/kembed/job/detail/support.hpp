@@ -76,7 +76,8 @@ std::vector<unsigned char> sparse_records(std::int64_t const* rows, float const*
 
 // The run file's record of the settings (JSON; a bag job's pooling too).
 std::string settings_json(BackwardSettings const& s, Config const& c, std::string const& backend, int threads,
-                          int ranks, std::int64_t resumed_from, std::optional<Pooling> pooling = std::nullopt);
+                          int ranks, std::int64_t resumed_from, std::optional<Pooling> pooling,
+                          io::Fingerprint fingerprint);
 
 // Lets the calling helper thread (hashing, reading, writing) run on every core the
 // process may use. Under OMP_PROC_BIND the OpenMP runtime pins the main thread to one
