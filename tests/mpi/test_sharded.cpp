@@ -45,7 +45,7 @@ inline void PrintTo(Case const& c, std::ostream* os) {
 }
 
 std::vector<Case> cases() {
-  // Row 667 is rank 2's first row at P = 3 and 4 (V = 1001 splits 334/334/333 and 251/250/250/250).
+  // Row 667 is rank 1's last row at P = 3 (V = 1001 splits 334/334/333; 251/250/250/250 at P = 4).
   return {{"zipf_hot_rows", 1001, 7, 3000, true, 3, false},
           {"uniform", 997, 16, 2000, false, std::nullopt, false},
           {"int32_padding_on_an_owner_boundary", 1001, 5, 2500, true, 667, true},
@@ -186,6 +186,63 @@ TEST(ShardingErrors, EveryRankStopsWithTheOneProcessMessage) {
     }
     auto const h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
     for (std::size_t i = 0; i < h.size(); ++i) ASSERT_EQ(h.data()[i], 7.0f) << "the carry changed";
+  }
+}
+
+// Under a spread ownership (a Zipf head placed by count on several ranks, the other
+// rows on row mod P), every slot's gradient and count are its row's one-process ones,
+// bit for bit, a hole's stay zero, and the forward brings the rows back;
+// spread_ownership, from each rank's counts of its own slab, is the whole batch's
+// Ownership::spread.
+TEST(ShardingSpread, EverySlotIsItsRowsOneProcessGradient) {
+  for (auto const& c : cases()) {
+    SCOPED_TRACE(c.name + ", " + std::to_string(rank_count()) + " ranks, rank " + std::to_string(my_rank()));
+    auto const table = test::table_for(c.v, c.d);
+    auto const ids = ids_for(c);
+    auto const dy = synthetic::uniform_floats(c.t * c.d, 13);
+    auto const [p0, p1] = slab(0, c.t);
+    std::vector<std::int64_t> counted(std::size_t(c.v), 0), all(std::size_t(c.v), 0);
+    for (std::int64_t p = 0; p < c.t; ++p) ++all[std::size_t(ids[std::size_t(p)])];
+    for (std::int64_t p = p0; p < p1; ++p) ++counted[std::size_t(ids[std::size_t(p)])];
+    auto const own = mpi::spread_ownership(MPI_COMM_WORLD, counted);
+    ASSERT_TRUE(own == Ownership::spread(all, rank_count()));
+    auto const slots = own.slots(my_rank());
+    std::vector<float> local(std::size_t(slots * c.d), 0.0f);
+    for (std::int64_t s = 0; s < slots; ++s)
+      if (auto const row = own.row_at(my_rank(), s); row >= 0)
+        std::copy_n(table.begin() + row * c.d, c.d, local.begin() + s * c.d);
+    for (auto mode : {Mode::identical, Mode::deterministic})
+      for (std::int64_t microbatch : {c.t, std::int64_t{333}}) {
+        Options o;
+        o.mode = mode, o.padding_idx = c.padding;
+        auto const want = one_process(c, o, table, ids, dy, microbatch);
+        Sharded layer(MPI_COMM_WORLD, Space(), own, c.d, FloatsRef(local.data(), Shape{slots, c.d}), o);
+        Sharded::matrix_type grad("grad", slots, c.d);
+        Sharded::counts_type counts("counts", slots);
+        std::vector<std::int64_t> got_counts(std::size_t(slots), 0);
+        for (std::int64_t a = 0; a < c.t; a += microbatch) {
+          auto const [q0, q1] = slab(a, std::min(a + microbatch, c.t));
+          layer.backward(IdsRef(ids.data() + q0, Shape{q1 - q0}), FloatsRef(dy.data() + q0 * c.d, Shape{q1 - q0, c.d}),
+                         grad, a > 0, counts);
+          for (std::int64_t s = 0; s < slots; ++s) got_counts[std::size_t(s)] += counts(s);
+        }
+        std::vector<float> got(std::size_t(slots * c.d)), want_rows(std::size_t(slots * c.d), 0.0f);
+        std::vector<std::int64_t> want_counts(std::size_t(slots), 0);
+        Kokkos::deep_copy(HostMatrix(got.data(), slots, c.d), grad);
+        for (std::int64_t s = 0; s < slots; ++s)
+          if (auto const row = own.row_at(my_rank(), s); row >= 0) {
+            std::copy_n(want.gradient.begin() + row * c.d, c.d, want_rows.begin() + s * c.d);
+            want_counts[std::size_t(s)] = want.counts[std::size_t(row)];
+          }
+        EXPECT_TRUE(test::same_bits(got, want_rows)) << to_string(mode) << ", microbatch " << microbatch;
+        EXPECT_TRUE(test::same_values(got_counts, want_counts));
+        auto const y = layer.forward(IdsRef(ids.data() + p0, Shape{p1 - p0}));
+        std::vector<float> rows;
+        for (std::int64_t p = p0; p < p1; ++p)
+          rows.insert(rows.end(), table.begin() + ids[std::size_t(p)] * c.d,
+                      table.begin() + (ids[std::size_t(p)] + 1) * c.d);
+        EXPECT_TRUE(test::same_bits(y, rows));
+      }
   }
 }
 

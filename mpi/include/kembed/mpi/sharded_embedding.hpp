@@ -1,6 +1,8 @@
 #pragma once
 // kembed::mpi::ShardedEmbedding: the table's rows sharded over the ranks of an MPI
-// communicator, each rank owning one contiguous range, in rank order. Each rank
+// communicator, each rank owning one contiguous range, in rank order, or the rows an
+// Ownership gives it (kembed/core/ownership.hpp: `spread` puts a Zipf head on
+// several ranks), held in its slots' order. Each rank
 // passes its own slab of a batch's positions (slabs contiguous, in rank order);
 // every (position, id, dy row) goes to the owner of its row, and owners fold what
 // they receive with the one-process kernels. Received in source-rank order, each
@@ -8,6 +10,7 @@
 // rank's rows are the one-process gradient's bit for bit, for any number of ranks
 // and any slab split; in mode `deterministic` too, when every call is one global
 // microbatch (the ranks' slabs of the same range of global positions).
+#include <kembed/core/ownership.hpp>
 #include <kembed/core/validate.hpp>
 #include <kembed/embedding.hpp>
 #include <kembed/embedding_bag.hpp>
@@ -68,6 +71,49 @@ std::pair<std::int64_t, Payload> first_over_ranks(MPI_Comm comm, std::int64_t va
 
 }  // namespace detail
 
+// Collective. The `spread` ownership of a batch's rows over the communicator's ranks
+// (kembed/core/ownership.hpp), from each rank's counts of its own positions' ids (V
+// entries each): the counts summed onto row ranges, each rank's hot rows and other
+// terms gathered, and the same placement made on every rank.
+inline Ownership spread_ownership(MPI_Comm comm, std::vector<std::int64_t> const& counts) {
+  int ranks = 1, rank = 0;
+  MPI_Comm_size(comm, &ranks);
+  MPI_Comm_rank(comm, &rank);
+  auto const v = std::int64_t(counts.size());
+  std::vector<int> each(static_cast<std::size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    if (rows_of(v, ranks, r).size() > INT32_MAX)
+      throw InvalidArgument("counts", "a rank's rows exceed MPI's int counts");
+    each[std::size_t(r)] = int(rows_of(v, ranks, r).size());
+  }
+  auto const mine = rows_of(v, ranks, rank);
+  std::vector<std::int64_t> summed(std::size_t(mine.size()));
+  detail::check(MPI_Reduce_scatter(counts.data(), summed.data(), each.data(), MPI_INT64_T, MPI_SUM, comm),
+                "MPI_Reduce_scatter");
+  std::int64_t local_total = 0, total = 0;
+  for (auto c : summed) local_total += c;
+  detail::check(MPI_Allreduce(&local_total, &total, 1, MPI_INT64_T, MPI_SUM, comm), "MPI_Allreduce");
+  std::vector<std::int64_t> hot_here, base_here(std::size_t(ranks), 0), base(std::size_t(ranks), 0);
+  for (std::int64_t i = 0; i < mine.size(); ++i) {
+    auto const row = mine.begin + i, c = summed[std::size_t(i)];
+    if (Ownership::is_hot(c, total, ranks))
+      hot_here.insert(hot_here.end(), {row, c});
+    else
+      base_here[std::size_t(row % ranks)] += c;
+  }
+  detail::check(MPI_Allreduce(base_here.data(), base.data(), ranks, MPI_INT64_T, MPI_SUM, comm), "MPI_Allreduce");
+  int const n = int(hot_here.size());
+  std::vector<int> sizes(static_cast<std::size_t>(ranks)), at(static_cast<std::size_t>(ranks), 0);
+  detail::check(MPI_Allgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, comm), "MPI_Allgather");
+  for (std::size_t r = 1; r < sizes.size(); ++r) at[r] = at[r - 1] + sizes[r - 1];
+  std::vector<std::int64_t> all(std::size_t(at.back() + sizes.back()));
+  detail::check(MPI_Allgatherv(hot_here.data(), n, MPI_INT64_T, all.data(), sizes.data(), at.data(), MPI_INT64_T, comm),
+                "MPI_Allgatherv");
+  std::vector<Ownership::HotRow> hot;
+  for (std::size_t i = 0; i < all.size(); i += 2) hot.push_back({all[i], all[i + 1]});
+  return Ownership::spread(v, ranks, std::move(hot), std::move(base));
+}
+
 template <class ExecutionSpace = Kokkos::DefaultExecutionSpace>
 class ShardedEmbedding {
  public:
@@ -91,47 +137,60 @@ class ShardedEmbedding {
                    typename Local::const_matrix_type const& local_rows, Options const& options = {})
       : ShardedEmbedding(comm, space, num_embeddings, embedding_dim, nullptr, &local_rows, options) {}
 
+  // Collective. Under `ownership` (the same on every rank, for V = ownership.rows()
+  // rows over the communicator's ranks): `local_rows` holds this rank's slots'
+  // rows (slots() x d, a hole's row unread), and the gradient's rows are its slots.
+  ShardedEmbedding(MPI_Comm comm, ExecutionSpace const& space, Ownership const& ownership, std::int64_t embedding_dim,
+                   FloatsRef const& local_rows, Options const& options = {})
+      : ShardedEmbedding(comm, space, ownership.rows(), embedding_dim, &local_rows, nullptr, options, &ownership) {}
+
   // Collective. For the backward alone (Embedding::backward_only): no rank holds
   // table rows, and forward() refuses.
   static ShardedEmbedding backward_only(MPI_Comm comm, ExecutionSpace const& space, std::int64_t num_embeddings,
                                         std::int64_t embedding_dim, Options const& options = {}) {
     return ShardedEmbedding(comm, space, num_embeddings, embedding_dim, nullptr, nullptr, options);
   }
+  static ShardedEmbedding backward_only(MPI_Comm comm, ExecutionSpace const& space, Ownership const& ownership,
+                                        std::int64_t embedding_dim, Options const& options = {}) {
+    return ShardedEmbedding(comm, space, ownership.rows(), embedding_dim, nullptr, nullptr, options, &ownership);
+  }
 
  private:
   ShardedEmbedding(MPI_Comm comm, ExecutionSpace const& space, std::int64_t num_embeddings, std::int64_t embedding_dim,
                    FloatsRef const* local_rows, typename Local::const_matrix_type const* local_view,
-                   Options const& options)
+                   Options const& options, Ownership const* ownership = nullptr)
       : comm_(comm), space_(space), config_(make_config(num_embeddings, embedding_dim, options)) {
     MPI_Comm_size(comm_, &ranks_);
     MPI_Comm_rank(comm_, &rank_);
-    rows_ = rows_of(num_embeddings, ranks_, rank_);
-    for (int r = 0; r < ranks_; ++r) starts_.push_back(rows_of(num_embeddings, ranks_, r).begin);
-    starts_.push_back(num_embeddings);
+    if (ownership && ownership->ranks() != ranks_)
+      throw InvalidArgument("ownership", "the ownership is for " + std::to_string(ownership->ranks()) +
+                                             " ranks; the communicator has " + std::to_string(ranks_));
+    own_ = ownership ? *ownership : Ownership::ranges(num_embeddings, ranks_);
+    slots_ = own_.slots(rank_);
+    rows_ = own_.contiguous() ? RowRange{own_.first_row(rank_), own_.first_row(rank_) + slots_} : RowRange{0, slots_};
     // A bad shard on any rank stops every rank, with that rank's message.
     std::string error;
     try {
-      if (local_rows) check_table_shape("local_rows", local_rows->shape, rows_.size(), embedding_dim);
+      if (local_rows) check_table_shape("local_rows", local_rows->shape, slots_, embedding_dim);
       if (local_view)
         check_table_shape("local_rows", Shape{std::int64_t(local_view->extent(0)), std::int64_t(local_view->extent(1))},
-                          rows_.size(), embedding_dim);
-      if (rows_.size() > 0) {
+                          slots_, embedding_dim);
+      if (slots_ > 0) {
         Options local = options;
         local.padding_idx.reset();
-        if (config_.has_padding() && config_.padding_idx >= rows_.begin && config_.padding_idx < rows_.end)
-          local.padding_idx = config_.padding_idx - rows_.begin;
+        if (pad_slot() >= 0) local.padding_idx = pad_slot();
         BagOptions bag;  // the owner's fold of positions with factors (backward_factored)
         bag.embedding = local;
         bag.embedding.scale_grad_by_freq = FreqScale::none;  // in the factors, formed by the owner
         bag.pooling = Pooling::sum;
         bag.include_last_offset = true;
-        bags_.emplace(EmbeddingBag<ExecutionSpace>::backward_only(space, rows_.size(), embedding_dim, bag));
+        bags_.emplace(EmbeddingBag<ExecutionSpace>::backward_only(space, slots_, embedding_dim, bag));
         if (local_rows)
-          layer_.emplace(space, rows_.size(), embedding_dim, *local_rows, local);
+          layer_.emplace(space, slots_, embedding_dim, *local_rows, local);
         else if (local_view)
           layer_.emplace(Local::from_pretrained(space, *local_view, local));
         else
-          layer_.emplace(Local::backward_only(space, rows_.size(), embedding_dim, local));
+          layer_.emplace(Local::backward_only(space, slots_, embedding_dim, local));
       }
     } catch (Error const& e) {
       error = e.message();
@@ -161,7 +220,10 @@ class ShardedEmbedding {
     std::vector<double> values;
   };
 
+  // This rank's rows under contiguous ranges; under another ownership [0, slots()).
   RowRange rows() const noexcept { return rows_; }
+  std::int64_t slots() const noexcept { return slots_; }
+  Ownership const& ownership() const noexcept { return own_; }
   Config const& config() const noexcept { return config_; }
   // The path this rank's last dense backward took over the positions it received,
   // and how many it received (0: none, and the path is unspecified).
@@ -184,8 +246,8 @@ class ShardedEmbedding {
                 batch_counts_type const& batch_counts = {}) const {
     auto const d = config_.embedding_dim;
     std::string const bad_grad =
-        std::int64_t(grad.extent(0)) != rows_.size() || std::int64_t(grad.extent(1)) != d
-            ? "grad must be this rank's rows: (" + std::to_string(rows_.size()) + ", " + std::to_string(d) + ")"
+        std::int64_t(grad.extent(0)) != slots_ || std::int64_t(grad.extent(1)) != d
+            ? "grad must be this rank's rows: (" + std::to_string(slots_) + ", " + std::to_string(d) + ")"
             : "";
     exchange_and_fold(
         ids, dy, nullptr, tally, bad_grad,
@@ -296,7 +358,7 @@ class ShardedEmbedding {
     std::vector<float> rows(static_cast<std::size_t>(received * d));
     try {
       if (layer_ && received > 0) {
-        for (auto& id : recv_ids) id -= rows_.begin;
+        for (auto& id : recv_ids) id = local_of(id);
         rows = layer_->forward(IdsRef(recv_ids));
       }
     } catch (Error const& e) {
@@ -421,7 +483,7 @@ class ShardedEmbedding {
     // Ids and dy were checked on every rank, so this fails only as the one-process
     // layer would fail on its own (out of memory); still, every rank hears of it.
     if (tally)
-      for (auto const id : recv_ids) ++tally[id - rows_.begin];
+      for (auto const id : recv_ids) ++tally[local_of(id)];
     try {
       if (layer_) fold_received(recv_ids, recv_dy, recv_factors, received);  // a rank without rows gets nothing
     } catch (Error const& e) {
@@ -472,7 +534,7 @@ class ShardedEmbedding {
                                                         batch_counts_type const& batch_counts) const {
     std::vector<std::int64_t> count;
     if (config_.scales()) count = row_counts(local, batch_counts);
-    std::int64_t const pad = config_.has_padding() ? config_.padding_idx - rows_.begin : -1;
+    std::int64_t const pad = pad_slot();
     Kokkos::View<float*, Kokkos::HostSpace> f(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kembed::mpi::factors"),
                                               local.size());
     for (std::size_t p = 0; p < local.size(); ++p) {
@@ -486,17 +548,17 @@ class ShardedEmbedding {
   // (scale_grad_by_freq=batch; never below the call's).
   std::vector<std::int64_t> row_counts(std::vector<std::int64_t> const& local,
                                        batch_counts_type const& batch_counts) const {
-    std::vector<std::int64_t> count(std::size_t(rows_.size()), 0);
+    std::vector<std::int64_t> count(std::size_t(slots_), 0);
     for (auto const r : local) ++count[std::size_t(r)];
     if (config_.scale_grad_by_freq != FreqScale::batch) return count;
-    if (std::int64_t(batch_counts.extent(0)) != rows_.size())
+    if (std::int64_t(batch_counts.extent(0)) != slots_)
       throw InvalidArgument("batch_counts", "scale_grad_by_freq is 'batch': give batch_counts of this rank's " +
-                                                std::to_string(rows_.size()) + " rows (has " +
+                                                std::to_string(slots_) + " rows (has " +
                                                 std::to_string(batch_counts.extent(0)) + ")");
     auto const batch = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), batch_counts);
-    for (std::int64_t r = 0; r < rows_.size(); ++r) {
+    for (std::int64_t r = 0; r < slots_; ++r) {
       if (std::int64_t(batch(r)) < count[std::size_t(r)])
-        throw InvalidArgument("batch_counts", "batch_counts gives row " + std::to_string(rows_.begin + r) +
+        throw InvalidArgument("batch_counts", "batch_counts gives row " + std::to_string(own_.row_at(rank_, r)) +
                                                   " fewer positions than this call holds; batch counts are the "
                                                   "whole batch's");
       count[std::size_t(r)] = std::int64_t(batch(r));
@@ -507,7 +569,7 @@ class ShardedEmbedding {
   // What arrived, as this rank's local rows, in the space's memory.
   std::pair<typename Local::ids64_type, typename Local::const_matrix_type> upload(
       std::vector<std::int64_t>& recv_ids, std::vector<float> const& recv_dy, std::int64_t received) const {
-    for (auto& id : recv_ids) id -= rows_.begin;
+    for (auto& id : recv_ids) id = local_of(id);
     Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> ids_h(recv_ids.data(),
                                                                                         recv_ids.size());
     Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> dy_h(
@@ -582,8 +644,13 @@ class ShardedEmbedding {
     if (where != INT64_MAX) throw_non_finite("dy", where, what, d, "position");
   }
 
-  int owner_of(std::int64_t row) const {
-    return int(std::upper_bound(starts_.begin(), starts_.end() - 1, row) - starts_.begin()) - 1;
+  int owner_of(std::int64_t row) const { return own_.owner_of(row); }
+  // A row this rank owns, as its slot.
+  std::int64_t local_of(std::int64_t row) const { return own_.contiguous() ? row - rows_.begin : own_.slot_of(row); }
+  // The padding row's slot here, or -1 (none, or another rank's).
+  std::int64_t pad_slot() const {
+    return config_.has_padding() && own_.owner_of(config_.padding_idx) == rank_ ? own_.slot_of(config_.padding_idx)
+                                                                                : -1;
   }
   static std::vector<int> displacements(std::vector<int> const& counts) {
     std::vector<int> at(counts.size(), 0);
@@ -595,8 +662,9 @@ class ShardedEmbedding {
   ExecutionSpace space_;
   Config config_;
   int ranks_ = 1, rank_ = 0;
-  RowRange rows_;
-  std::vector<std::int64_t> starts_;  // starts_[r]: rank r's first row; starts_[ranks]: V
+  Ownership own_;
+  std::int64_t slots_ = 0;
+  RowRange rows_;  // contiguous ranges: this rank's; else [0, slots_)
   std::optional<Local> layer_;
   std::optional<EmbeddingBag<ExecutionSpace>> bags_;  // bags of one position: a factor per term
   mutable Traffic traffic_;
