@@ -217,6 +217,13 @@ CLI::App* add_backward(CLI::App& app, BackwardArgs& bw) {
       "SHA-256s of their 16 MiB chunks, which every MPI rank shares) or file (sha256sum's whole-file "
       "SHA-256, hashed by one rank); a resume keeps its checkpoint's")
       ->default_str("chunks");
+  add_setting(
+      backward, "--owners", bw.owners,
+      [](std::string const& text) { return kembed::job::parse_row_owners(text, "--owners"); },
+      "Under mpiexec, how ranks own the gradient's rows while they fold: spread (row mod P, the hot rows "
+      "placed by count after a pass over the ids, so a Zipf head lands on several ranks) or ranges "
+      "(contiguous, no pass). The bits and the files are the same either way")
+      ->default_str("spread");
   backward->add_option("--run-id", bw.run_id, "Identifier stored in the run file (default: time, pid, random)");
   return backward;
 }

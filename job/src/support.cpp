@@ -211,6 +211,7 @@ std::string settings_json(BackwardSettings const& s, Config const& c, std::strin
          ", \"threads\": " + std::to_string(threads) + ", \"ranks\": " + std::to_string(ranks) +
          ", \"checkpoint_every\": " + std::to_string(s.checkpoint_every) +
          ", \"fingerprint\": " + q(std::string(io::to_string(fingerprint))) +
+         (ranks > 1 ? ", \"owners\": " + q(std::string(to_string(s.owners))) : std::string()) +
          ", \"resumed_from\": " + std::to_string(resumed_from) +
          (pooling ? ", \"pooling\": " + q(std::string(to_string(*pooling))) : std::string()) + "}";
 }
@@ -284,6 +285,12 @@ void read_bag_block(io::BatchReader const& batch, std::string const& path, std::
 }  // namespace kembed::job::detail
 
 namespace kembed::job {
+
+RowOwners parse_row_owners(std::string const& text, std::string const& setting) {
+  if (text == "spread") return RowOwners::spread;
+  if (text == "ranges") return RowOwners::ranges;
+  throw InvalidArgument(setting, setting + " must be spread or ranges, got '" + text + "'");
+}
 
 std::string with_commas(std::int64_t n) {
   return io::with_commas(n);

@@ -16,7 +16,7 @@ for variant in identical deterministic sparse; do
     *) args=(--mode "$variant") ;;
   esac
   args+=(--table t.h5 --batch b.h5 --microbatch 7 --checkpoint-every 1000)
-  rm -f "run_$variant.h5" "run_$variant.h5.checkpoint"
+  rm -f "run_$variant.h5" "run_$variant.h5.checkpoint" "whole_$variant.h5" "whole_$variant.h5.checkpoint"
   "$kembed" -q backward "${args[@]}" --out "whole_$variant.h5" >/dev/null
   if KEMBED_TEST_KILL_AT=0:12345 "$kembed" -q backward "${args[@]}" --out "run_$variant.h5" >/dev/null 2>&1; then
     echo "checkpoint_small: $variant: the job meant to be killed finished" >&2; exit 1

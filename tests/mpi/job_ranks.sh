@@ -6,7 +6,8 @@
 # splits, int64 and (with PYTHON) int32 ids. The run files' /gradient, /counts and
 # /summary must be byte-identical (h5dump -b) to the one process's. Then: a bad id stops every
 # rank with the one-process message and no output file; a rank killed mid-run stops
-# the job, and --resume with another number of ranks finishes with the same bits.
+# the job, and --resume with another number of ranks (and another ownership of the rows:
+# spread, the default, or --owners ranges) finishes with the same bits.
 #   job_ranks.sh KEMBED MPIEXEC RANKS WORKDIR KJV_DIR [PYTHON]
 set -euo pipefail
 kembed=$1 mpiexec=$2 ranks=$3 work=$4 kjv=$5 python=${6:-}
@@ -74,6 +75,8 @@ compare zipf-pad-last --table t1001.h5 --batch zipf.h5 --padding-idx -1
 # Row-sparse runs: each rank lists its own rows; the file is the one process's
 # (rows, values, counts, summary), also with batch scaling and tiny microbatches.
 compare zipf-sparse --table t1001.h5 --batch zipf.h5 --sparse
+compare zipf-ranges --table t1001.h5 --batch zipf.h5 --owners ranges
+compare zipf-sparse-ranges --table t1001.h5 --batch zipf.h5 --sparse --owners ranges
 compare zipf-sparse-scaled --table t1001.h5 --batch zipf.h5 --sparse --scale-grad-by-freq batch --microbatch 7
 # scale_grad_by_freq: per call (each microbatch's counts, every rank's positions of
 # it) and per batch (a first pass, counts summed to the rows' owners).
@@ -194,7 +197,9 @@ for mode in identical deterministic sparse bags; do  # sparse: a row-sparse run 
   other=$((ranks % 4 + 1))  # resume with another number of ranks
   cp "killed-$mode.h5.checkpoint" "again-$mode.h5.checkpoint"
   [[ $mode != identical ]] || cp "killed-$mode.h5.checkpoint" edited.checkpoint  # for the tampering below
-  run_ranks "$other" "${args[@]}" --out "killed-$mode.h5" --resume >/dev/null
+  owners=()  # mode identical resumes with rows owned in ranges (the killed job spread them)
+  [[ $mode != identical ]] || owners=(--owners ranges)
+  run_ranks "$other" "${args[@]}" "${owners[@]}" --out "killed-$mode.h5" --resume >/dev/null
   same_datasets_ranks=$ranks
   ranks=$other same_datasets "one-long-$mode.h5" "killed-$mode.h5" "resumed $mode on $other ranks"
   [[ ! -e "killed-$mode.h5.checkpoint" ]] || { echo "job_ranks: the finished job left its checkpoint" >&2; exit 1; }

@@ -1,6 +1,7 @@
 #pragma once
 // job::OneProcess: the batch job's team of one. It owns every row, reads every
 // position, and agrees with itself; kembed::mpi::Team is the same for many ranks.
+#include <kembed/core/ownership.hpp>
 #include <kembed/embedding.hpp>
 #include <kembed/embedding_bag.hpp>
 #include <kembed/io/sha256.hpp>
@@ -31,10 +32,15 @@ class OneProcess {
   }
   std::string broadcast(std::string const& text) const { return text; }
   std::int64_t sum(std::int64_t value) const { return value; }
+  std::int64_t max(std::int64_t value) const { return value; }
   std::int64_t sum_before(std::int64_t) const { return 0; }
   std::vector<std::int64_t> all_gather(std::int64_t value) const { return {value}; }
   std::string sha256_in_rank_order(void const* mine, std::size_t bytes) const { return io::sha256_hex(mine, bytes); }
   std::string gather_bytes(std::string mine) const { return mine; }
+  std::string exchange_bytes(std::vector<std::string> const& to_each) const { return to_each.at(0); }
+  Ownership own_rows_for(std::vector<std::int64_t> const& counts) const {
+    return Ownership::ranges(std::int64_t(counts.size()), 1);
+  }
   // The rows of a V-row table this process owns: all of them (first, count).
   std::pair<std::int64_t, std::int64_t> own_rows(std::int64_t v) const { return {0, v}; }
   // Per-row counts of every rank's positions (V entries each), summed: this rank's rows.
@@ -51,8 +57,11 @@ class OneProcess {
     using batch_counts_type = typename Embedding<ExecutionSpace>::batch_counts_type;
     using sparse_type = typename Embedding<ExecutionSpace>::sparse_type;
     using sparse_carry_type = typename Embedding<ExecutionSpace>::sparse_carry_type;
-    Layer(OneProcess const&, ExecutionSpace const& space, std::int64_t rows, std::int64_t cols, Options const& options)
-        : layer_(Embedding<ExecutionSpace>::backward_only(space, rows, cols, options)), options_(options) {}
+    Layer(OneProcess const&, ExecutionSpace const& space, Ownership const& owners, std::int64_t cols,
+          Options const& options)
+        : layer_(Embedding<ExecutionSpace>::backward_only(space, owners.rows(), cols, options)),
+          options_(options),
+          owners_(owners) {}
     Config const& config() const noexcept { return layer_.config(); }
     Plan plan_for(std::int64_t positions) const { return layer_.plan_for(positions); }
     // The path this rank's last backward call took (Embedding::path_for), and the
@@ -61,7 +70,7 @@ class OneProcess {
     std::int64_t last_positions() const noexcept { return last_positions_; }
     double exchange_seconds() const noexcept { return 0; }  // nothing to exchange
     std::int64_t bytes_sent() const noexcept { return 0; }
-    std::int64_t first_row() const noexcept { return 0; }
+    Ownership const& ownership() const noexcept { return owners_; }  // every row
     std::int64_t row_count() const noexcept { return layer_.num_embeddings(); }
     // Folds positions (ids, dy n x d, host) into `grad`, continuing it; adds each
     // row's occurrences to `tally`. `batch_counts`: this rank's rows' whole-batch
@@ -155,6 +164,7 @@ class OneProcess {
 
     Embedding<ExecutionSpace> layer_;
     Options options_;
+    Ownership owners_;
     std::optional<EmbeddingBag<ExecutionSpace>> bags_;  // a bag batch's
     mutable BackwardPath last_path_;  // what backward() last ran, for the run file
     mutable std::int64_t last_positions_ = 0;

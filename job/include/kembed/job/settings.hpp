@@ -9,9 +9,19 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kembed::job {
+
+// How many ranks own the gradient's rows while they fold (the files always hold
+// them in row order): `spread` (row mod P, the hot rows placed by count, after a pass
+// over the ids) or `ranges` (contiguous, as the files; no pass). One process owns all.
+enum class RowOwners { spread, ranges };
+inline std::string_view to_string(RowOwners o) {
+  return o == RowOwners::spread ? "spread" : "ranges";
+}
+RowOwners parse_row_owners(std::string const& text, std::string const& setting = "owners");
 
 // What the job does; the CLI fills it from its options.
 struct BackwardSettings {
@@ -34,6 +44,7 @@ struct BackwardSettings {
   // How the run file and checkpoints fingerprint the inputs (a resume keeps its
   // checkpoint's): 16 MiB chunks hashed by every rank, or whole files by the first.
   io::Fingerprint fingerprint = io::Fingerprint::chunks;
+  RowOwners owners = RowOwners::spread;   // under MPI
   std::string run_id;                     // default: time, process and a random tag
   std::vector<std::string> command_line;  // recorded in the run file's provenance
 };

@@ -11,18 +11,22 @@
 //   t.reads_ahead()                       whether file work may run on a thread of its own
 //   t.agree(std::exception_ptr)           every rank throws the first error any rank had
 //   t.broadcast(std::string)              the first rank's text, on every rank
-//   t.sum(n), t.sum_before(n)             of every rank's n; of the ranks before this one
+//   t.sum(n), t.sum_before(n), t.max(n)   of every rank's n; of the ranks before this one; the largest
 //   t.all_gather(n)                       every rank's n, in rank order (std::vector<int64_t>)
 //   t.sha256_in_rank_order(data, bytes)   SHA-256 of every rank's bytes, in rank order
 //   t.gather_bytes(std::string)           every rank's (small) bytes, in rank order, on every rank
-//   t.sum_rows(counts, first_row, rows)   per-row counts summed to the rows' owner
-//   T::Layer<Space>(t, space, V, d, Options), with config(), first_row(), row_count(),
+//   t.sum_rows(counts, first_row, rows)   per-row counts summed to the rows' range owner (the files')
+//   t.exchange_bytes(to_each)             to_each[r] to rank r; what every rank sent here, in rank order
+//   t.own_rows_for(counts)                the fold's Ownership (kembed/core/ownership.hpp) for a batch
+//                                         whose ids this rank counted (V entries)
+//   T::Layer<Space>(t, space, Ownership, d, Options), with config(), ownership(), row_count() (its slots),
 //     backward(...), backward_sparse(...), last_path(), last_positions(),
 //     exchange_seconds(), bytes_sent(): the layer of this rank's rows.
 //   Bag batches need a layer that also has use_bags(space, Pooling, FloatsRef const*),
 //     backward_bags(space, BagCall, grad, tally, batch_counts) and backward_bags_sparse
 //     (has_bag_layer_v); a team whose layer lacks them refuses bag batches by name.
 #include <kembed/core/options.hpp>
+#include <kembed/core/ownership.hpp>
 
 #include <cstdint>
 #include <exception>
@@ -70,9 +74,12 @@ struct team_members<
                    decltype(std::string(std::declval<T const&>().broadcast(std::string()))),
                    decltype(std::int64_t(std::declval<T const&>().sum(std::int64_t()))),
                    decltype(std::int64_t(std::declval<T const&>().sum_before(std::int64_t()))),
+                   decltype(std::int64_t(std::declval<T const&>().max(std::int64_t()))),
                    decltype(std::vector<std::int64_t>(std::declval<T const&>().all_gather(std::int64_t()))),
                    decltype(std::string(std::declval<T const&>().sha256_in_rank_order(nullptr, std::size_t()))),
                    decltype(std::string(std::declval<T const&>().gather_bytes(std::string()))),
+                   decltype(std::string(std::declval<T const&>().exchange_bytes(std::vector<std::string>()))),
+                   decltype(Ownership(std::declval<T const&>().own_rows_for(std::vector<std::int64_t>()))),
                    decltype(std::vector<std::int64_t>(std::declval<T const&>().sum_rows(
                        std::vector<std::int64_t>(), std::int64_t(), std::int64_t())))>> : std::true_type {};
 
@@ -82,9 +89,9 @@ template <class T, class Space>
 struct team_layer<
     T, Space,
     std::void_t<decltype(typename T::template Layer<Space>(std::declval<T const&>(), std::declval<Space const&>(),
-                                                           std::int64_t(), std::int64_t(), Options())),
+                                                           Ownership(), std::int64_t(), Options())),
                 decltype(static_cast<Config const&>(std::declval<typename T::template Layer<Space> const&>().config())),
-                decltype(std::int64_t(std::declval<typename T::template Layer<Space> const&>().first_row())),
+                decltype(Ownership(std::declval<typename T::template Layer<Space> const&>().ownership())),
                 decltype(std::int64_t(std::declval<typename T::template Layer<Space> const&>().row_count())),
                 decltype(BackwardPath(std::declval<typename T::template Layer<Space> const&>().last_path())),
                 decltype(std::int64_t(std::declval<typename T::template Layer<Space> const&>().last_positions())),

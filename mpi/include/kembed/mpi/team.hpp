@@ -104,6 +104,12 @@ class Team {
     return total;
   }
 
+  std::int64_t max(std::int64_t value) const {
+    std::int64_t most = 0;
+    detail::check(MPI_Allreduce(&value, &most, 1, MPI_INT64_T, MPI_MAX, comm()), "MPI_Allreduce");
+    return most;
+  }
+
   // Every rank's `value`, in rank order, on every rank.
   std::vector<std::int64_t> all_gather(std::int64_t value) const {
     std::vector<std::int64_t> all(static_cast<std::size_t>(size_));
@@ -123,6 +129,37 @@ class Team {
                   "MPI_Allgatherv");
     return all;
   }
+
+  // to_each[r] goes to rank r; returns what every rank sent here, in rank order. On
+  // the job's communicator (rows moving between the fold's owners and the files').
+  std::string exchange_bytes(std::vector<std::string> const& to_each) const {
+    std::vector<int> send(static_cast<std::size_t>(size_)), recv(send.size()), send_at(send.size(), 0),
+        recv_at(send.size(), 0);
+    std::string out_bytes;
+    for (std::size_t r = 0; r < send.size(); ++r) {
+      if (to_each[r].size() > std::size_t(INT_MAX))
+        throw InvalidArgument("ranks", "a rank's rows for another exceed 2 GiB; run on more ranks");
+      send[r] = static_cast<int>(to_each[r].size());
+      out_bytes += to_each[r];
+    }
+    detail::check(MPI_Alltoall(send.data(), 1, MPI_INT, recv.data(), 1, MPI_INT, comm()), "MPI_Alltoall");
+    long long total = 0;
+    for (std::size_t r = 0; r < send.size(); ++r) {
+      if (r > 0) send_at[r] = send_at[r - 1] + send[r - 1], recv_at[r] = recv_at[r - 1] + recv[r - 1];
+      total += recv[r];
+    }
+    if (total > INT_MAX)
+      throw InvalidArgument("ranks", "a rank's rows from the others exceed 2 GiB; run on more ranks");
+    std::string in(static_cast<std::size_t>(total), '\0');
+    detail::check(MPI_Alltoallv(out_bytes.data(), send.data(), send_at.data(), MPI_CHAR, in.data(), recv.data(),
+                                recv_at.data(), MPI_CHAR, comm()),
+                  "MPI_Alltoallv (rows)");
+    return in;
+  }
+
+  // Collective. How the job's ranks own rows for a batch whose ids this rank counted
+  // in `counts` (V entries): spread (ShardedEmbedding, kembed/core/ownership.hpp).
+  Ownership own_rows_for(std::vector<std::int64_t> const& counts) const { return spread_ownership(comm_, counts); }
 
   // The sum of `value` over the ranks before this one (0 on the first).
   std::int64_t sum_before(std::int64_t value) const {
@@ -200,8 +237,9 @@ class Team {
     using batch_counts_type = typename ShardedEmbedding<ExecutionSpace>::batch_counts_type;
     using sparse_type = typename ShardedEmbedding<ExecutionSpace>::sparse_type;
     using sparse_carry_type = typename ShardedEmbedding<ExecutionSpace>::sparse_carry_type;
-    Layer(Team const& team, ExecutionSpace const& space, std::int64_t rows, std::int64_t cols, Options const& options)
-        : sharded_(ShardedEmbedding<ExecutionSpace>::backward_only(team.comm(), space, rows, cols, options)),
+    Layer(Team const& team, ExecutionSpace const& space, Ownership const& owners, std::int64_t cols,
+          Options const& options)
+        : sharded_(ShardedEmbedding<ExecutionSpace>::backward_only(team.comm(), space, owners, cols, options)),
           options_(options) {}
     Config const& config() const noexcept { return sharded_.config(); }
     Plan plan_for(std::int64_t positions) const { return sharded_.plan_for(positions); }
@@ -211,8 +249,8 @@ class Team {
     std::int64_t last_positions() const noexcept { return sharded_.last_positions(); }
     double exchange_seconds() const noexcept { return sharded_.traffic().exchange_seconds; }
     std::int64_t bytes_sent() const noexcept { return sharded_.traffic().bytes_sent; }
-    std::int64_t first_row() const noexcept { return sharded_.rows().begin; }
-    std::int64_t row_count() const noexcept { return sharded_.rows().size(); }
+    Ownership const& ownership() const noexcept { return sharded_.ownership(); }
+    std::int64_t row_count() const noexcept { return sharded_.slots(); }  // this rank's slots
     // Collective: each rank's positions go to their rows' owners, which fold them
     // into `grad` (continuing it) and add their rows' occurrences to `tally`.
     void backward(ExecutionSpace const&, std::int64_t const* ids, float const* dy, std::int64_t n,

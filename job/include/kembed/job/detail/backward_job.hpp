@@ -13,6 +13,7 @@
 #include <kembed/io/sha256.hpp>
 #include <kembed/io/table_file.hpp>
 #include <kembed/job/detail/block_pipeline.hpp>
+#include <kembed/job/detail/row_moves.hpp>
 #include <kembed/job/detail/run_record.hpp>
 #include <kembed/job/detail/support.hpp>
 #include <kembed/job/settings.hpp>
@@ -67,7 +68,7 @@ class BackwardJob {
 
   // The settings as run (the command line's over the table file's, whose values do
   // not change the gradient and are not read), the paths checked before anything is
-  // read or written, the job's id, and the layer of this rank's rows.
+  // read or written, and the job's id.
   void resolve() {
     if (s_.microbatch < 1)
       throw InvalidArgument(
@@ -85,9 +86,12 @@ class BackwardJob {
     io::TableFile table;
     together([&] { table = io::load_rows(s_.table, 0, 0); });
     auto const v = table.config.num_embeddings, d = table.config.embedding_dim;
-    together([&] { layer_.emplace(team_, space_, v, d, options_as_run(table.config)); });
+    together([&] {
+      options_ = options_as_run(table.config);
+      record_.config = make_config(v, d, options_);  // the whole table's, on every rank
+    });
     record_.seconds.read_table = seconds(t0);
-    record_.config = layer_->config();                         // the whole table's, on every rank
+    files_ = Ownership::ranges(v, team_.size());
     record_.config.sparse = s_.sparse || table.config.sparse;  // a row-sparse run (docs/FORMAT.md)
     record_.backend = ExecutionSpace::name();
     record_.threads = static_cast<int>(space_.concurrency());
@@ -120,6 +124,7 @@ class BackwardJob {
                                 " has embedding_dim = " + std::to_string(d) + "; dy must be (T, embedding_dim)");
     });
     record_.positions = batch_->info().positions;
+    own_rows();
     if (batch_->info().bags > 0 || s_.pooling) open_bags();
     record_.table.path = s_.table;
     record_.batch.path = s_.batch;
@@ -146,6 +151,19 @@ class BackwardJob {
     }
     record_.seconds.hash = seconds(h0);
   }
+  // The layer of this rank's rows. Many ranks own them spread (row mod P, the hot rows
+  // placed by count: kembed/core/ownership.hpp) unless asked for the files' ranges,
+  // which needs a pass over the batch's ids first (kept for scale_grad_by_freq=batch).
+  void own_rows() {
+    Ownership owners = files_;
+    if (team_.size() > 1 && s_.owners == RowOwners::spread) {
+      ids_counted_ = count_ids();
+      together([&] { owners = team_.own_rows_for(ids_counted_); });
+    }
+    together([&] { layer_.emplace(team_, space_, owners, record_.config.embedding_dim, options_); });
+    moves_ = !(layer_->ownership() == files_);
+  }
+
   // A bag batch: its pooling (sum unless asked), and the layer's bags, over the
   // whole table for max (its argmax reads the rows as stored); the job then counts
   // bags (microbatch, checkpoint_every, progress).
@@ -213,10 +231,10 @@ class BackwardJob {
     hashed();
     io::Checkpoint ckpt;
     std::int64_t carried = 0;  // this rank's counts, summed
-    auto const first_row = layer_->first_row(), d = record_.config.embedding_dim;
+    auto const first_row = files_.first_row(team_.rank()), d = record_.config.embedding_dim;
     together([&] {
       try {
-        ckpt = io::read_checkpoint(checkpoint_path_, true, first_row, layer_->row_count());
+        ckpt = io::read_checkpoint(checkpoint_path_, true, first_row, files_.slots(team_.rank()));
         carried = check_carried(ckpt, checkpoint_path_, first_row, record_.config.padding_idx,
                                 record_.config.mode == Mode::deterministic);
       } catch (io::FileError const& e) {
@@ -227,15 +245,18 @@ class BackwardJob {
       if (bagged()) check_bag_position(ckpt);
     });
     verify_parts(ckpt, checkpoint_path_, carried);
+    auto carried_rows = from_files(ckpt, d);  // this rank's slots of what the files' ranks read
     together([&] {
       if (sparse()) {
-        carry_ = layer_->sparse_carry(space_, device_listed(ckpt.listed_rows, ckpt.gradient, first_row, d));
-        for (std::size_t i = 0; i < ckpt.listed_rows.size(); ++i)
-          counts_[std::size_t(ckpt.listed_rows[i] - first_row)] = ckpt.counts[i];
+        carry_ = layer_->sparse_carry(space_, device_listed(carried_rows, d));
       } else {
-        Kokkos::deep_copy(grad_, host_matrix(ckpt.gradient.data(), layer_->row_count(), d));
-        counts_ = std::move(ckpt.counts);
+        std::vector<float> g(std::size_t(layer_->row_count() * d), 0.0f);
+        for (std::size_t i = 0; i < carried_rows.rows.size(); ++i)
+          std::copy_n(carried_rows.values.data() + i * std::size_t(d), d, g.data() + carried_rows.rows[i] * d);
+        Kokkos::deep_copy(grad_, host_matrix(g.data(), layer_->row_count(), d));
       }
+      for (std::size_t i = 0; i < carried_rows.rows.size(); ++i)
+        counts_[std::size_t(carried_rows.rows[i])] = carried_rows.counts[i];
       if (!ckpt.job_id.empty()) record_.job_id = ckpt.job_id;  // the same job, continued
       record_.position = ckpt.position;
       record_.bag = ckpt.bags;
@@ -279,7 +300,7 @@ class BackwardJob {
     if (done() < t) read_from(done());
     // The table's values do not change the gradient, but the run names the table as
     // its input: each rank checks that its rows are finite, after the first read.
-    table_checked_ = pipe.submit([this, first = layer_->first_row(), rows = layer_->row_count()] {
+    table_checked_ = pipe.submit([this, first = files_.first_row(team_.rank()), rows = files_.slots(team_.rank())] {
       io::check_table_finite(s_.table, first, rows);
     });
     auto const crash_at = fault_position();
@@ -401,16 +422,17 @@ class BackwardJob {
     record_.seconds.checkpoint += seconds(t0);
   }
   std::future<void> checkpoint_sparse(BlockPipeline& pipe, std::shared_ptr<io::Checkpoint> ckpt) {
-    auto const first_row = layer_->first_row();
-    // This rank's listed rows, at their place among every rank's.
-    together([&] { staged_.listed = host_listed(layer_->listed(space_, carry_), counts_, first_row); });
+    auto const first_row = files_.first_row(team_.rank());
+    // This rank's listed rows of the files' ranges, at their place among every rank's.
+    together([&] { staged_.listed = host_listed(layer_->listed(space_, carry_)); });
+    staged_.listed = to_files(std::move(staged_.listed));
     std::int64_t const n = std::int64_t(staged_.listed.rows.size());
     std::int64_t const total = team_.sum(n), first = team_.sum_before(n);
     io::SparseSlab const slab{first,
                               n,
                               total,
                               first_row,
-                              first_row + layer_->row_count(),
+                              first_row + files_.slots(team_.rank()),
                               staged_.listed.rows.data(),
                               staged_.listed.values.data(),
                               staged_.listed.counts.data()};
@@ -425,19 +447,25 @@ class BackwardJob {
   }
   std::future<void> checkpoint_dense(BlockPipeline& pipe, std::shared_ptr<io::Checkpoint> ckpt) {
     auto const rows = layer_->row_count();
-    together([&] {
-      staged_.gradient.resize(std::size_t(rows * record_.config.embedding_dim));
-      Kokkos::deep_copy(host_matrix_out(staged_.gradient.data(), rows, record_.config.embedding_dim), grad_);
-      staged_.counts = counts_;
+    if (moves_) {  // straight from the carry to the files' ranges: no copy of the slots first
+      auto const g = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad_);
+      dense_to_files(g.data(), counts_, staged_.gradient, staged_.counts);
+    } else {
+      together([&] {
+        staged_.gradient.resize(std::size_t(rows * record_.config.embedding_dim));
+        Kokkos::deep_copy(host_matrix_out(staged_.gradient.data(), rows, record_.config.embedding_dim), grad_);
+        staged_.counts = counts_;
+      });
+    }
+    return pipe.submit([ckpt, this,
+                        slab = io::RowSlab{files_.first_row(team_.rank()), files_.slots(team_.rank()),
+                                           staged_.gradient.data(), staged_.counts.data()}] {
+      // Digests of every rank's rows in row order (one process: on this thread, beside the fold).
+      ckpt->gradient_sha256 =
+          team_.sha256_in_rank_order(staged_.gradient.data(), staged_.gradient.size() * sizeof(float));
+      ckpt->counts_sha256 = team_.sha256_in_rank_order(staged_.counts.data(), staged_.counts.size() * 8);
+      io::write_checkpoint(checkpoint_path_, *ckpt, slab, team_.collective());
     });
-    return pipe.submit(
-        [ckpt, this, slab = io::RowSlab{layer_->first_row(), rows, staged_.gradient.data(), staged_.counts.data()}] {
-          // Digests of every rank's rows in row order (one process: on this thread, beside the fold).
-          ckpt->gradient_sha256 =
-              team_.sha256_in_rank_order(staged_.gradient.data(), staged_.gradient.size() * sizeof(float));
-          ckpt->counts_sha256 = team_.sha256_in_rank_order(staged_.counts.data(), staged_.counts.size() * 8);
-          io::write_checkpoint(checkpoint_path_, *ckpt, slab, team_.collective());
-        });
   }
 
   // Writes the run file and removes the job's checkpoint. One process writes (and
@@ -457,9 +485,16 @@ class BackwardJob {
     if (team_.size() > 1) record_.rank_work = rank_work();
     io::RunFile run = run_header_of(record_, s_);
     log("kembed backward: hashing the gradient and writing " + s_.out);
-    auto const g = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad_);
-    if (!sparse()) run.gradient_sha256 = team_.sha256_in_rank_order(g.data(), g.size() * sizeof(float));
-    if (!sparse()) run.counts_sha256 = team_.sha256_in_rank_order(counts_.data(), counts_.size() * 8);
+    auto const slots = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad_);
+    std::vector<float> ranged;  // the files' ranges, in rank order (row order), where the layer owns otherwise
+    std::vector<std::int64_t> ranged_counts;
+    if (!sparse() && moves_) dense_to_files(slots.data(), counts_, ranged, ranged_counts);
+    float const* g = moves_ ? ranged.data() : slots.data();
+    auto const& counts = moves_ ? ranged_counts : counts_;
+    if (!sparse()) {
+      run.gradient_sha256 = team_.sha256_in_rank_order(g, std::size_t(files_.slots(team_.rank()) * run.cols) * 4);
+      run.counts_sha256 = team_.sha256_in_rank_order(counts.data(), counts.size() * 8);
+    }
     auto complete = [&](io::RunFile& r) {  // the inputs and the timings, once the inputs are hashed
       auto const w0 = clock::now();
       hashed();
@@ -469,7 +504,7 @@ class BackwardJob {
     };
     io::SaveOptions save;
     save.deflate = s_.deflate;
-    io::RowSlab const slab{layer_->first_row(), layer_->row_count(), g.data(), counts_.data()};
+    io::RowSlab const slab{files_.first_row(team_.rank()), files_.slots(team_.rank()), g, counts.data()};
     if (sparse()) {
       write_sparse(run, layer_->listed(space_, carry_), save, complete);
     } else if (late_header) {
@@ -582,39 +617,83 @@ class BackwardJob {
   }
 
   // A sparse gradient's listed rows on the host: global row numbers, values, and
-  // each row's count so far.
-  struct Listed {
-    std::vector<std::int64_t> rows;
-    std::vector<float> values;
-    std::vector<std::int64_t> counts;
-  };
-  static Listed host_listed(typename Layer::sparse_type const& carry, std::vector<std::int64_t> const& counts,
-                            std::int64_t first_row) {
+  // each row's count so far (the layer's slots in slot order).
+  using Listed = RowRecords;
+  Listed host_listed(typename Layer::sparse_type const& carry) const {
     auto const local = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), carry.rows);
     auto const values = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), carry.values);
     Listed out;
     std::int64_t const n = local.extent(0);
     out.values.assign(values.data(), values.data() + values.size());
     for (std::int64_t i = 0; i < n; ++i) {
-      out.rows.push_back(local(i) + first_row);
-      out.counts.push_back(counts[std::size_t(local(i))]);
+      out.rows.push_back(layer_->ownership().row_at(team_.rank(), local(i)));
+      out.counts.push_back(counts_[std::size_t(local(i))]);
     }
     return out;
   }
 
-  // The same rows back in the space's memory, as the job's carry (local row numbers).
-  static typename Layer::sparse_type device_listed(std::vector<std::int64_t> const& rows,
-                                                   std::vector<float> const& values, std::int64_t first_row,
-                                                   std::int64_t d) {
-    std::int64_t const n = std::int64_t(rows.size());
+  // Rows (slots, ascending) back in the space's memory, as the job's carry.
+  static typename Layer::sparse_type device_listed(RowRecords const& slots, std::int64_t d) {
+    std::int64_t const n = std::int64_t(slots.rows.size());
     typename Layer::sparse_type carry;
     carry.rows = decltype(carry.rows)("kembed::job::carry_rows", n);
     carry.values = decltype(carry.values)("kembed::job::carry_values", n, d);
     auto const rows_h = Kokkos::create_mirror_view(carry.rows);
-    for (std::int64_t i = 0; i < n; ++i) rows_h(i) = rows[std::size_t(i)] - first_row;
+    for (std::int64_t i = 0; i < n; ++i) rows_h(i) = slots.rows[std::size_t(i)];
     Kokkos::deep_copy(carry.rows, rows_h);
-    Kokkos::deep_copy(carry.values, host_matrix(values.data(), n, d));
+    Kokkos::deep_copy(carry.values, host_matrix(slots.values.data(), n, d));
     return carry;
+  }
+
+  // Collective. Listed rows (global) from the fold's owners to the files' ranges, rows
+  // ascending (where the two differ).
+  RowRecords to_files(RowRecords rows) const {
+    if (!moves_) return rows;
+    RowRecords moved;
+    together([&] { moved = move_records(team_, files_, rows, record_.config.embedding_dim); });
+    return moved;
+  }
+  // Collective. A dense gradient's slots and counts (host) as the files' range.
+  void dense_to_files(float const* g, std::vector<std::int64_t> const& counts, std::vector<float>& ranged,
+                      std::vector<std::int64_t>& ranged_counts) const {
+    auto const d = record_.config.embedding_dim;
+    auto const first = files_.first_row(team_.rank()), n = files_.slots(team_.rank());
+    auto const& owners = layer_->ownership();
+    ranged.assign(std::size_t(n * d), 0.0f);
+    ranged_counts.assign(std::size_t(n), 0);
+    together([&] {
+      move_rows(
+          team_, files_, owners.slots(team_.rank()), d,
+          [&](std::int64_t s, std::int64_t& row, std::int64_t& count, float const*& values) {
+            row = owners.row_at(team_.rank(), s), count = counts[std::size_t(s)], values = g + s * d;
+            return row >= 0;  // a hole: its row lives elsewhere
+          },
+          [&](std::int64_t row, std::int64_t count, float const* values) {
+            ranged_counts[std::size_t(row - first)] = count;
+            std::copy_n(values, d, ranged.data() + (row - first) * d);
+          });
+    });
+  }
+  // Collective. What this rank read of a checkpoint (its range of the files' rows:
+  // every row, or the listed ones) as this rank's slots, slots ascending.
+  RowRecords from_files(io::Checkpoint& c, std::int64_t d) const {
+    RowRecords read;
+    auto const first = files_.first_row(team_.rank());
+    if (c.sparse) {
+      read.rows = std::move(c.listed_rows);
+    } else {
+      read.rows.resize(c.counts.size());
+      std::iota(read.rows.begin(), read.rows.end(), first);
+    }
+    read.counts = std::move(c.counts), read.values = std::move(c.gradient);
+    RowRecords got;
+    if (moves_)
+      together([&] { got = move_records(team_, layer_->ownership(), read, d); });
+    else
+      got = std::move(read);
+    auto const& owners = layer_->ownership();
+    for (auto& row : got.rows) row = owners.slot_of(row);
+    return sorted_by_row(std::move(got), d);
   }
 
   // Writes a sparse run: this rank's listed rows (global numbers) with their counts
@@ -622,8 +701,8 @@ class BackwardJob {
   template <class Complete>
   void write_sparse(io::RunFile& run, typename Layer::sparse_type const& carry, io::SaveOptions const& save,
                     Complete&& complete) const {
-    auto const first_row = layer_->first_row();
-    auto const listed = host_listed(carry, counts_, first_row);
+    auto const first_row = files_.first_row(team_.rank());
+    auto const listed = to_files(host_listed(carry));
     std::int64_t const n = std::int64_t(listed.rows.size());
     auto const records = sparse_records(listed.rows.data(), listed.values.data(), n, run.cols);
     run.gradient_sha256 = team_.sha256_in_rank_order(records.data(), records.size());
@@ -634,18 +713,44 @@ class BackwardJob {
                               n,
                               total,
                               first_row,
-                              first_row + layer_->row_count(),
+                              first_row + files_.slots(team_.rank()),
                               listed.rows.data(),
                               listed.values.data(),
                               listed.counts.data()};
     together([&] { io::write_sparse_run(s_.out, run, slab, save, team_.collective()); });
   }
 
-  // Counts every row's occurrences in the batch: each rank reads its part of the ids
-  // (blocks of 1 Mi positions, collective with many ranks), the counts are summed to
-  // the rows' owners. Returns this rank's rows' counts, in the space's memory.
-  typename Layer::batch_counts_type count_batch() const {
-    log("kembed backward: counting the batch's ids for scale_grad_by_freq=batch");
+  // Counts every row's occurrences in the batch (the pass own_rows made, or one now),
+  // summed to the rows' owners. Returns this rank's slots' counts, in the space's memory.
+  typename Layer::batch_counts_type count_batch() {
+    auto all = std::move(ids_counted_);
+    if (all.empty()) {
+      log("kembed backward: counting the batch's ids for scale_grad_by_freq=batch");
+      all = count_ids();
+    }
+    auto const first = files_.first_row(team_.rank()), n = files_.slots(team_.rank());
+    RowRecords ranged;
+    together([&] { ranged.counts = team_.sum_rows(all, first, n); });
+    all = {};
+    ranged.rows.resize(std::size_t(n));
+    std::iota(ranged.rows.begin(), ranged.rows.end(), first);
+    std::vector<std::int64_t> mine(std::size_t(layer_->row_count()), 0);
+    if (!moves_) {
+      mine = std::move(ranged.counts);
+    } else {
+      together([&] { ranged = move_records(team_, layer_->ownership(), ranged, 0); });
+      for (std::size_t i = 0; i < ranged.rows.size(); ++i)
+        mine[std::size_t(layer_->ownership().slot_of(ranged.rows[i]))] = ranged.counts[i];
+    }
+    Kokkos::View<std::int64_t*, typename ExecutionSpace::memory_space> out("kembed::job::batch_counts",
+                                                                           layer_->row_count());
+    Kokkos::deep_copy(
+        out, Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(mine.data(), mine.size()));
+    return out;
+  }
+  // Each row's occurrences in this rank's part of the batch's ids (V entries), read in
+  // blocks of 1 Mi positions (collective with many ranks).
+  std::vector<std::int64_t> count_ids() const {
     std::int64_t const t = record_.positions, v = record_.config.num_embeddings;
     std::vector<std::int64_t> all(static_cast<std::size_t>(v), 0);
     std::int64_t const block = std::int64_t{1} << 20;
@@ -659,13 +764,7 @@ class BackwardJob {
       });
       for (std::int64_t p = 0; p < b - a; ++p) ++all[std::size_t(ids[std::size_t(p)])];
     }
-    std::vector<std::int64_t> mine;
-    together([&] { mine = team_.sum_rows(all, layer_->first_row(), layer_->row_count()); });
-    Kokkos::View<std::int64_t*, typename ExecutionSpace::memory_space> out("kembed::job::batch_counts",
-                                                                           layer_->row_count());
-    Kokkos::deep_copy(out, Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
-                               mine.data(), mine.size()));
-    return out;
+    return all;
   }
 
   // Reads positions [first, first + n) (a collective read with many ranks) and refuses
@@ -727,6 +826,10 @@ class BackwardJob {
   std::optional<io::Checkpoint> found_;  // the first rank's look at the checkpoint path
   bool resuming_ = false;
   RunRecord record_;
+  Options options_;                        // the layer's, as run
+  Ownership files_;                        // the files' row ranges (run file, checkpoints)
+  bool moves_ = false;                     // whether the layer owns rows otherwise (spread)
+  std::vector<std::int64_t> ids_counted_;  // this rank's part's counts, from own_rows (until count_batch)
   std::optional<Layer> layer_;
   std::optional<io::BatchReader> batch_;
   matrix_type grad_;                                         // this rank's rows (a dense run)
