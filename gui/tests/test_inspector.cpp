@@ -40,6 +40,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <numeric>
 
 namespace kembed::inspector {
 namespace {
@@ -1435,6 +1436,28 @@ TEST_F(Inspector, TheInfoViewTellsOneRunsWholeStory) {
   ASSERT_NE(table, nullptr);
   EXPECT_EQ(table->rowCount(), int(window.datasetA()->provenance.size()));
   EXPECT_EQ(table->horizontalHeaderItem(2)->text(), "B: none open");
+}
+
+// Issue 39: a run of many ranks shows each rank's share of the work (the run file's
+// /rank_work, as `kembed info` prints it): the busiest rank against the mean, and
+// every rank's terms, seconds folding and bytes sent.
+TEST_F(Inspector, TheInfoViewShowsEachRanksShareOfTheWork) {
+  auto run = io::read_run(run_file());
+  std::int64_t const total = std::accumulate(run.counts.begin(), run.counts.end(), std::int64_t{0});
+  run.ranks = 3;
+  run.rank_work = {{total - 2 * (total / 3), 1000, 2500}, {total / 3, 1200, 2400}, {total / 3, 1100, 2300}};
+  auto const path = work_dir() + "/three_ranks.h5";
+  io::write_run(path, run);
+  MainWindow window;
+  window.setQuiet(true);
+  ASSERT_TRUE(window.open(QString::fromStdString(path), MainWindow::Slot::A)) << window.lastError().toStdString();
+  window.waitForChecks();
+  show(window, "info");
+  auto const text = window.infoView()->text().simplified();
+  EXPECT_TRUE(text.contains("balance")) << text.toStdString();
+  EXPECT_TRUE(text.contains("the mean of 3 ranks")) << text.toStdString();
+  for (char const* sent : {"1,000 bytes sent", "1,200 bytes sent", "1,100 bytes sent"})
+    EXPECT_TRUE(text.contains(sent)) << sent;
 }
 
 // Row search and filters: ids and ranges as pasted, a count range, both with any
