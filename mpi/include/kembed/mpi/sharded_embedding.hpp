@@ -69,6 +69,39 @@ std::pair<std::int64_t, Payload> first_over_ranks(MPI_Comm comm, std::int64_t va
   return {lowest, payload};
 }
 
+// Collective. Every rank's counts of V rows summed onto the ranks' row ranges
+// (rows_of, in rank order): returns this rank's range of the sums.
+inline std::vector<std::int64_t> sum_onto_ranges(MPI_Comm comm, std::vector<std::int64_t> const& counts) {
+  int ranks = 1, rank = 0;
+  MPI_Comm_size(comm, &ranks);
+  MPI_Comm_rank(comm, &rank);
+  auto const v = static_cast<std::int64_t>(counts.size());
+  std::vector<int> each(static_cast<std::size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    auto const n = rows_of(v, ranks, r).size();
+    if (n > INT32_MAX) throw InvalidArgument("num_embeddings", "a rank's rows exceed MPI's int counts");
+    each[std::size_t(r)] = static_cast<int>(n);
+  }
+  std::vector<std::int64_t> mine(static_cast<std::size_t>(rows_of(v, ranks, rank).size()));
+  check(MPI_Reduce_scatter(counts.data(), mine.data(), each.data(), MPI_INT64_T, MPI_SUM, comm), "MPI_Reduce_scatter");
+  return mine;
+}
+
+// Collective. Every rank's items (a std::string or std::vector of `type`),
+// concatenated in rank order, on every rank.
+template <class Container>
+Container all_gather_in_rank_order(MPI_Comm comm, Container const& mine, MPI_Datatype type) {
+  int ranks = 1;
+  MPI_Comm_size(comm, &ranks);
+  std::vector<int> sizes(static_cast<std::size_t>(ranks)), at(static_cast<std::size_t>(ranks), 0);
+  int const n = static_cast<int>(mine.size());
+  check(MPI_Allgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, comm), "MPI_Allgather");
+  for (std::size_t r = 1; r < sizes.size(); ++r) at[r] = at[r - 1] + sizes[r - 1];
+  Container all(static_cast<std::size_t>(at.back() + sizes.back()), typename Container::value_type{});
+  check(MPI_Allgatherv(mine.data(), n, type, all.data(), sizes.data(), at.data(), type, comm), "MPI_Allgatherv");
+  return all;
+}
+
 }  // namespace detail
 
 // Collective. The `spread` ownership of a batch's rows over the communicator's ranks
@@ -80,16 +113,8 @@ inline Ownership spread_ownership(MPI_Comm comm, std::vector<std::int64_t> const
   MPI_Comm_size(comm, &ranks);
   MPI_Comm_rank(comm, &rank);
   auto const v = std::int64_t(counts.size());
-  std::vector<int> each(static_cast<std::size_t>(ranks));
-  for (int r = 0; r < ranks; ++r) {
-    if (rows_of(v, ranks, r).size() > INT32_MAX)
-      throw InvalidArgument("counts", "a rank's rows exceed MPI's int counts");
-    each[std::size_t(r)] = int(rows_of(v, ranks, r).size());
-  }
   auto const mine = rows_of(v, ranks, rank);
-  std::vector<std::int64_t> summed(std::size_t(mine.size()));
-  detail::check(MPI_Reduce_scatter(counts.data(), summed.data(), each.data(), MPI_INT64_T, MPI_SUM, comm),
-                "MPI_Reduce_scatter");
+  auto const summed = detail::sum_onto_ranges(comm, counts);
   std::int64_t local_total = 0, total = 0;
   for (auto c : summed) local_total += c;
   detail::check(MPI_Allreduce(&local_total, &total, 1, MPI_INT64_T, MPI_SUM, comm), "MPI_Allreduce");
@@ -102,13 +127,7 @@ inline Ownership spread_ownership(MPI_Comm comm, std::vector<std::int64_t> const
       base_here[std::size_t(row % ranks)] += c;
   }
   detail::check(MPI_Allreduce(base_here.data(), base.data(), ranks, MPI_INT64_T, MPI_SUM, comm), "MPI_Allreduce");
-  int const n = int(hot_here.size());
-  std::vector<int> sizes(static_cast<std::size_t>(ranks)), at(static_cast<std::size_t>(ranks), 0);
-  detail::check(MPI_Allgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, comm), "MPI_Allgather");
-  for (std::size_t r = 1; r < sizes.size(); ++r) at[r] = at[r - 1] + sizes[r - 1];
-  std::vector<std::int64_t> all(std::size_t(at.back() + sizes.back()));
-  detail::check(MPI_Allgatherv(hot_here.data(), n, MPI_INT64_T, all.data(), sizes.data(), at.data(), MPI_INT64_T, comm),
-                "MPI_Allgatherv");
+  auto const all = detail::all_gather_in_rank_order(comm, hot_here, MPI_INT64_T);  // (row, terms) pairs
   std::vector<Ownership::HotRow> hot;
   for (std::size_t i = 0; i < all.size(); i += 2) hot.push_back({all[i], all[i + 1]});
   return Ownership::spread(v, ranks, std::move(hot), std::move(base));

@@ -120,14 +120,7 @@ class Team {
   // Every rank's bytes, concatenated in rank order, on every rank (small parts: the
   // inputs' chunk digests). On the job's communicator, from the job's thread.
   std::string gather_bytes(std::string const& mine) const {
-    std::vector<int> sizes(static_cast<std::size_t>(size_)), at(static_cast<std::size_t>(size_), 0);
-    int const n = static_cast<int>(mine.size());
-    detail::check(MPI_Allgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, comm()), "MPI_Allgather");
-    for (std::size_t r = 1; r < sizes.size(); ++r) at[r] = at[r - 1] + sizes[r - 1];
-    std::string all(static_cast<std::size_t>(at.back() + sizes.back()), '\0');
-    detail::check(MPI_Allgatherv(mine.data(), n, MPI_CHAR, all.data(), sizes.data(), at.data(), MPI_CHAR, comm()),
-                  "MPI_Allgatherv");
-    return all;
+    return detail::all_gather_in_rank_order(comm(), mine, MPI_CHAR);
   }
 
   // to_each[r] goes to rank r; returns what every rank sent here, in rank order. On
@@ -170,20 +163,8 @@ class Team {
 
   // Per-row counts of each rank's positions (V entries on every rank), summed over
   // the ranks: returns this rank's rows [first_row, first_row + rows) of the sum.
-  std::vector<std::int64_t> sum_rows(std::vector<std::int64_t> const& counts, std::int64_t first_row,
-                                     std::int64_t rows) const {
-    std::int64_t const v = static_cast<std::int64_t>(counts.size());
-    std::vector<int> each(static_cast<std::size_t>(size_));
-    for (int r = 0; r < size_; ++r) {
-      auto const n = rows_of(v, size_, r).size();
-      if (n > INT_MAX) throw InvalidArgument("num_embeddings", "a rank's rows exceed MPI's int counts");
-      each[std::size_t(r)] = static_cast<int>(n);
-    }
-    std::vector<std::int64_t> mine(static_cast<std::size_t>(rows));
-    (void)first_row;  // rows_of gives the same split, in rank order
-    detail::check(MPI_Reduce_scatter(counts.data(), mine.data(), each.data(), MPI_INT64_T, MPI_SUM, comm()),
-                  "MPI_Reduce_scatter");
-    return mine;
+  std::vector<std::int64_t> sum_rows(std::vector<std::int64_t> const& counts, std::int64_t, std::int64_t) const {
+    return detail::sum_onto_ranges(comm(), counts);  // rows_of gives the same split, in rank order
   }
 
   // The rows of a V-row table this rank owns (rows_of: first, count), as its layer's.
