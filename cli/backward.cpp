@@ -109,12 +109,24 @@ int forward(ForwardArgs const& args) {
     progress->update(done);
     if (done == total) progress->finish();
   };
-  auto const r = job::run_forward(Space(), args, observer);
+  Space space;
+  job::ForwardReport r;
+#if defined(KEMBED_CLI_MPI)
+  if (mpi_session_active()) {
+    r = job::run_forward(space, kembed::mpi::Team(MPI_COMM_WORLD), args, observer);
+  } else
+#endif
+  {
+    r = job::run_forward(space, args, observer);
+  }
+  if (Console::get().muted()) return Exit::ok;  // another rank than the first: it reports
   std::printf("output:     %s (y: %s x %s float32%s)\n", r.out.c_str(), with_commas(r.positions).c_str(),
               with_commas(r.cols).c_str(),
               r.pooling.empty() ? "" : (", one row per bag, pooling " + r.pooling).c_str());
-  std::printf("time:       %s (%s looking up, %s waiting for writes)\n", seconds_text(r.total_seconds).c_str(),
-              seconds_text(r.forward_seconds).c_str(), seconds_text(r.write_seconds).c_str());
+  std::printf("time:       %s (%s looking up%s, %s waiting for writes)\n", seconds_text(r.total_seconds).c_str(),
+              seconds_text(r.forward_seconds).c_str(),
+              r.ranks > 1 ? (" on each of " + std::to_string(r.ranks) + " MPI ranks").c_str() : "",
+              seconds_text(r.write_seconds).c_str());
   return Exit::ok;
 }
 

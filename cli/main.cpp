@@ -143,9 +143,9 @@ void prefer_passive_waiting(int argc, char** argv) {
 #endif
 }
 
-// Under mpiexec: `backward` and `step` run as one job over the ranks; other commands
-// (and a build without MPI) would each run whole on every rank, so more than one is
-// refused.
+// Under mpiexec: `backward`, `forward` and `step` run as one job over the ranks; other
+// commands (and a build without MPI) would each run whole on every rank, so more than
+// one is refused.
 void start_ranks(bool backward, std::optional<MpiSession>& session) {
 #if defined(KEMBED_CLI_MPI)
   if (backward) {
@@ -158,11 +158,13 @@ void start_ranks(bool backward, std::optional<MpiSession>& session) {
   int const ranks = launched_ranks();
   if (ranks < 2) return;
   throw kembed::InvalidArgument(
-      "mpiexec", backward ? "this kembed was built without MPI, so each of the " + std::to_string(ranks) +
-                                " ranks would run the whole job; build with MPI and a parallel HDF5 "
-                                "(KEMBED_ENABLE_MPI, docs/CLI.md), or run one process"
-                          : "only `kembed backward` and `kembed step` run on many MPI ranks; run this command as "
-                            "one process");
+      "mpiexec",
+      backward
+          ? "this kembed was built without MPI, so each of the " + std::to_string(ranks) +
+                " ranks would run the whole job; build with MPI and a parallel HDF5 "
+                "(KEMBED_ENABLE_MPI, docs/CLI.md), or run one process"
+          : "only `kembed backward`, `kembed forward` and `kembed step` run on many MPI ranks; run this command as "
+            "one process");
 }
 
 CLI::App* add_backward(CLI::App& app, BackwardArgs& bw) {
@@ -459,7 +461,7 @@ int main(int argc, char** argv) {
   bw.command_line.assign(argv, argv + argc);
   std::optional<MpiSession> mpi;  // outlives Kokkos, which starts inside on_backend
   return reporting_errors(console, [&] {
-    if (launched_as_rank()) start_ranks(bool(*backward) || bool(*step_cmd), mpi);
+    if (launched_as_rank()) start_ranks(bool(*backward) || bool(*forward) || bool(*step_cmd), mpi);
     if (*backward)
       return on_backend(backend, threads, [&](auto space) { return kembed::cli::backward<decltype(space)>(bw); });
     if (*forward)

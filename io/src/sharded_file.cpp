@@ -13,11 +13,6 @@ namespace kembed::io::detail {
 namespace {
 
 #if defined(KEMBED_IO_PARALLEL)
-int rank_of(Collective const* c) {
-  int rank = 0;
-  if (c) MPI_Comm_rank(c->comm, &rank);
-  return rank;
-}
 
 // Every rank learns the first failing rank's problem (or that none failed).
 std::string first_problem(Collective const& c, std::string const& mine) {
@@ -41,17 +36,7 @@ std::string broadcast(Collective const& c, std::string text) {
   MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, 0, c.comm);
   return text;
 }
-#else
-int rank_of(Collective const*) {
-  return 0;
-}
 #endif
-
-// The problem an IoFailure for `path` names, without "kembed: <path>: ".
-std::string problem_of(std::string const& path, IoFailure const& e) {
-  std::string const text = e.message();
-  return text.rfind(path + ": ", 0) == 0 ? text.substr(path.size() + 2) : text;
-}
 
 // Every rank's (or the one process's) rows into the closed, unpublished file at `temp`.
 void write_rows_into(std::string const& temp, std::vector<SlabDataset> const& datasets, RowSlab const& slab,
@@ -87,6 +72,43 @@ void write_rows_into(std::string const& temp, std::vector<SlabDataset> const& da
 
 }  // namespace
 
+int rank_in(Collective const* c) {
+  int rank = 0;
+#if defined(KEMBED_IO_PARALLEL)
+  if (c) MPI_Comm_rank(c->comm, &rank);
+#else
+  (void)c;
+#endif
+  return rank;
+}
+
+std::string problem_of(std::string const& path, IoFailure const& e) {
+  std::string const text = e.message();
+  return text.rfind(path + ": ", 0) == 0 ? text.substr(path.size() + 2) : text;
+}
+
+void agree_on_problem(std::string const& path, std::string const& problem, Collective const* collective) {
+#if defined(KEMBED_IO_PARALLEL)
+  if (collective) {
+    auto const first = first_problem(*collective, problem);
+    if (!first.empty()) throw IoFailure(path, first);
+    return;
+  }
+#else
+  (void)collective;
+#endif
+  if (!problem.empty()) throw IoFailure(path, problem);
+}
+
+std::string broadcast_text(Collective const* collective, std::string text) {
+#if defined(KEMBED_IO_PARALLEL)
+  if (collective) return broadcast(*collective, std::move(text));
+#else
+  (void)collective;
+#endif
+  return text;
+}
+
 SlabDataset float_rows(char const* name, std::int64_t rows, std::int64_t cols, float const* mine) {
   SlabDataset d;
   d.name = name;
@@ -113,7 +135,7 @@ void write_slabs(std::string const& path, std::string const& what, std::function
                  std::vector<SlabDataset> const& datasets, RowSlab const& slab, SaveOptions const& options,
                  Collective const* collective, std::string const& bad_input) {
   require_parallel(collective);
-  int const rank = rank_of(collective);
+  int const rank = rank_in(collective);
 #if defined(KEMBED_IO_PARALLEL)
   if (collective) {
     auto const first = first_problem(*collective, bad_input);
@@ -139,23 +161,9 @@ void write_slabs(std::string const& path, std::string const& what, std::function
       header(file->root());
       file->close();
     });
-  auto agree = [&] {
-#if defined(KEMBED_IO_PARALLEL)
-    if (collective) {
-      auto const first = first_problem(*collective, problem);
-      if (!first.empty()) throw IoFailure(path, first);
-      return;
-    }
-#endif
-    if (!problem.empty()) throw IoFailure(path, problem);
-  };
+  auto agree = [&] { agree_on_problem(path, problem, collective); };
   agree();
-#if defined(KEMBED_IO_PARALLEL)
-  std::string const temp =
-      collective ? broadcast(*collective, rank == 0 ? file->temp_path() : std::string()) : file->temp_path();
-#else
-  std::string const temp = file->temp_path();
-#endif
+  std::string const temp = broadcast_text(collective, rank == 0 ? file->temp_path() : std::string());
   step([&] { write_rows_into(temp, datasets, slab, collective); });
   agree();
   if (rank == 0) step([&] { file->commit(); });

@@ -4,6 +4,7 @@
 #include "collective_lists.hpp"
 #include "common.hpp"
 
+#include <kembed/io/error.hpp>
 #include <kembed/io/job_files.hpp>
 
 #include <functional>
@@ -37,5 +38,15 @@ SlabDataset int64_rows(char const* name, std::int64_t rows, std::int64_t const* 
 void write_slabs(std::string const& path, std::string const& what, std::function<void(hid_t root)> const& header,
                  std::vector<SlabDataset> const& datasets, RowSlab const& slab, SaveOptions const& options,
                  Collective const* collective, std::string const& bad_input = {});
+
+// Every rank (or the one process) throws the first failing rank's `problem` (empty:
+// none failed) as an IoFailure for `path`.
+void agree_on_problem(std::string const& path, std::string const& problem, Collective const* collective);
+// The first rank's `text`, on every rank (as it is without a communicator).
+std::string broadcast_text(Collective const* collective, std::string text);
+// This process's rank on `collective` (0 without one).
+int rank_in(Collective const* collective);
+// The problem an IoFailure for `path` names, without "kembed: <path>: ".
+std::string problem_of(std::string const& path, IoFailure const& e);
 
 }  // namespace kembed::io::detail

@@ -158,15 +158,15 @@ grep -q "holds 5 at position 118," many-bad.err || { echo "job_ranks: bad id mes
 [[ $(grep -c "kembed: error" many-bad.err) -eq 1 ]] || { echo "job_ranks: the error was not printed once:" >&2; cat many-bad.err >&2; exit 1; }
 checked=$((checked + 1))
 
-# Other commands would each run whole on every rank: refused.
+# Other commands would each run whole on every rank: refused (forward_ranks.sh runs forward).
 if ((ranks > 1)); then
   set +e
-  "$mpiexec" -n "$ranks" --oversubscribe "$kembed" -q forward --table t3.h5 --ids two.h5 --out y.h5 2>forward.err
+  "$mpiexec" -n "$ranks" --oversubscribe "$kembed" -q make-table --out t9.h5 --rows 9 --dim 2 --seed 1 2>make.err
   status=$?
   set -e
-  [[ $status -ne 0 && ! -e y.h5 ]] || { echo "job_ranks: forward ran on $ranks ranks" >&2; exit 1; }
-  grep -q "only \`kembed backward\` and \`kembed step\` run on many MPI ranks" forward.err ||
-    { echo "job_ranks: forward's refusal:" >&2; cat forward.err >&2; exit 1; }
+  [[ $status -ne 0 && ! -e t9.h5 ]] || { echo "job_ranks: make-table ran on $ranks ranks" >&2; exit 1; }
+  grep -q "only \`kembed backward\`, \`kembed forward\` and \`kembed step\` run on many MPI ranks" make.err ||
+    { echo "job_ranks: make-table's refusal:" >&2; cat make.err >&2; exit 1; }
   checked=$((checked + 1))
 fi
 

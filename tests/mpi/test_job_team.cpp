@@ -1,6 +1,7 @@
 // The batch job (job::run_backward) on a team of P MPI ranks (mpiexec -n P, P =
 // 1..4), as C++ unit tests: the run file's gradient is the one process's, bit for
-// bit, dense and sparse, with and without checkpoints; every rank runs the job's
+// bit, dense and sparse, with and without checkpoints; so is the forward's y
+// (job::run_forward); every rank runs the job's
 // phases in order; a bad id in the last rank's part stops every rank with the one
 // process's message and leaves no run file. (tests/mpi/job_ranks.sh covers the same
 // job through `mpiexec kembed backward`, killed ranks and resumes.)
@@ -9,16 +10,20 @@
 
 #include <kembed/core/synthetic.hpp>
 #include <kembed/io/job_files.hpp>
+#include <kembed/io/row_reader.hpp>
 #include <kembed/io/run_file.hpp>
 #include <kembed/io/table_file.hpp>
 #include <kembed/job/backward.hpp>
+#include <kembed/job/forward.hpp>
 #include <kembed/job/one_process.hpp>
 #include <kembed/job/team.hpp>
 #include <kembed/mpi/sharded_embedding.hpp>
 #include <kembed/mpi/team.hpp>
 
 #include <unistd.h>
+#include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +35,7 @@ namespace fs = std::filesystem;
 using Space = Kokkos::DefaultHostExecutionSpace;
 
 static_assert(job::is_team_v<mpi::Team, Space>);
+static_assert(job::is_forward_team_v<mpi::Team, Space>);
 
 using test::my_rank;
 using test::rank_count;
@@ -188,6 +194,52 @@ TEST_F(TeamJob, EveryRankRunsThePhasesInOrder) {
 }
 
 // Position 118 of 120 lies in the last rank's part for every P here.
+// Issue 39, part 4: the forward on P ranks writes the one process's y, bit for bit,
+// with max_norm (each block one call over every rank, so a row renormalised in one
+// call is renormalised again, or not, as one process's), reading ahead on an I/O
+// thread (files on a communicator of their own) and not. V = 3 leaves ranks without
+// rows at P = 4, T = 2 ranks without positions.
+TEST_F(TeamJob, ForwardIsTheOneProcessForward) {
+  struct Case {
+    std::int64_t v, t;
+  };
+  auto const y_bytes = [&](std::string const& file) {
+    io::RowReader y(path(file));
+    std::vector<float> rows(static_cast<std::size_t>(y.rows() * y.cols()));
+    y.read(0, y.rows(), rows.data());
+    std::string bytes(rows.size() * sizeof(float), '\0');
+    std::memcpy(bytes.data(), rows.data(), bytes.size());
+    return bytes;
+  };
+  int checked = 0;
+  for (auto c : {Case{1001, 3000}, Case{3, 300}, Case{50, 2}}) {
+    auto const b = inputs(c.v, synthetic::zipf_ids(c.v, c.t, 1.1, 3));
+    for (std::optional<double> max_norm : {std::optional<double>(), std::optional<double>(0.5)})
+      for (auto read_ahead : {mpi::ReadAhead::off, mpi::ReadAhead::on}) {
+        SCOPED_TRACE("V " + std::to_string(c.v) + " T " + std::to_string(c.t) + (max_norm ? " max_norm" : "") +
+                     (read_ahead == mpi::ReadAhead::on ? ", reading ahead" : ""));
+        job::ForwardSettings s;
+        s.table = b.table;
+        s.ids = b.batch;
+        s.microbatch = 97;
+        s.max_norm = max_norm;
+        std::string const name = "y" + std::to_string(checked++);
+        s.out = path(name + ".h5");
+        auto const report = job::run_forward(Space(), mpi::Team(MPI_COMM_WORLD, read_ahead), s);
+        EXPECT_EQ(report.ranks, rank_count());
+        std::string one;
+        if (my_rank() == 0) {
+          s.out = path(name + "_one.h5");
+          job::run_forward(Space(), s);
+          one = y_bytes(name + "_one.h5");
+          EXPECT_TRUE(y_bytes(name + ".h5") == one);  // memcmp of every float
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+      }
+  }
+  EXPECT_EQ(checked, 12);
+}
+
 TEST_F(TeamJob, ABadIdStopsEveryRankWithTheOneProcessMessage) {
   std::vector<std::int64_t> ids(120);
   for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i % 3);

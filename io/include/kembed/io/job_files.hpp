@@ -99,9 +99,13 @@ class BatchWriter {
 class ForwardWriter {
  public:
   // `pooling`: a bag batch's forward (y is then one row per bag), recorded with `positions` as bags.
+  // With `collective`, every rank of its communicator constructs it with the same
+  // arguments and each write() and commit() is collective (each rank its own rows,
+  // possibly none); the first rank's set_inputs() is the one recorded. y's bytes are
+  // one process's.
   ForwardWriter(std::string const& path, std::int64_t positions, std::int64_t dim, std::string const& table_sha256,
                 std::string const& ids_sha256, SaveOptions const& options = {},
-                std::optional<Pooling> pooling = std::nullopt);
+                std::optional<Pooling> pooling = std::nullopt, Collective const* collective = nullptr);
   ~ForwardWriter();
   void write(std::int64_t first, std::int64_t count, float const* y);
   // The inputs' SHA-256, when they were not known at construction (hashed meanwhile).

@@ -48,6 +48,68 @@ class OneProcess {
     return counts;
   }
 
+  // The forward's lookups: an Embedding's rows, or a bag batch's bags pooled by an
+  // EmbeddingBag (offsets with their last entry), over the whole table.
+  template <class Space>
+  class Lookup {
+   public:
+    Lookup(OneProcess const&, Space const& space, std::int64_t v, std::int64_t d, FloatsRef const& table,
+           Options const& options, std::optional<Pooling> pooling) {
+      if (!pooling) {
+        rows_.emplace(space, v, d, table, options);
+        return;
+      }
+      BagOptions o;
+      o.embedding = options;
+      o.pooling = *pooling;
+      o.include_last_offset = true;
+      bags_.emplace(space, v, d, table, o);
+    }
+    // A block's n positions, or its n bags (their offsets made to start from 0), into y
+    // (n x d, host): looked up in place where the space's memory is the host's.
+    void operator()(Space const& space, ForwardBlock& b, std::int64_t n, float* y) const {
+      using memory = typename Space::memory_space;
+      using matrix = typename Embedding<Space>::matrix_type;
+      using host_matrix = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+      auto const d = rows_ ? rows_->embedding_dim() : bags_->embedding_dim();
+      constexpr bool host_y = Kokkos::SpaceAccessibility<Kokkos::HostSpace, memory>::accessible;
+      matrix y_n;
+      if constexpr (host_y) {
+        y_n = matrix(y, n, d);
+      } else {
+        if (std::int64_t(y_.extent(0)) < n) y_ = matrix("kembed::job::y", n, d);
+        y_n = Kokkos::subview(y_, std::make_pair(std::int64_t{0}, n), Kokkos::ALL);
+      }
+      look_up(space, b, n, y_n);
+      if constexpr (!host_y) Kokkos::deep_copy(space, host_matrix(y, n, d), y_n);
+      space.fence();
+    }
+
+   private:
+    template <class Matrix>
+    void look_up(Space const& space, ForwardBlock& b, std::int64_t n, Matrix const& y) const {
+      using memory = typename Space::memory_space;
+      using host_ints = Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+      if (rows_)
+        return rows_->forward(space, Kokkos::create_mirror_view_and_copy(memory(), host_ints(b.ids.data(), n)), y);
+      auto& o = b.offsets;
+      for (std::int64_t i = n; i >= 0; --i) o[std::size_t(i)] -= o[0];
+      std::int64_t const positions = o[std::size_t(n)];
+      auto const ids_d = Kokkos::create_mirror_view_and_copy(memory(), host_ints(b.ids.data(), positions));
+      auto const offsets_d = Kokkos::create_mirror_view_and_copy(memory(), host_ints(o.data(), n + 1));
+      typename EmbeddingBag<Space>::weights_type weights_d;
+      if (!b.weights.empty())
+        weights_d = Kokkos::create_mirror_view_and_copy(
+            memory(),
+            Kokkos::View<float const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(b.weights.data(), positions));
+      bags_->forward(space, ids_d, offsets_d, y, weights_d);
+    }
+
+    std::optional<Embedding<Space>> rows_;
+    std::optional<EmbeddingBag<Space>> bags_;
+    mutable typename Embedding<Space>::matrix_type y_;  // a device's y, reused by each block
+  };
+
   // The backward of a whole table's rows, on positions this process read.
   template <class ExecutionSpace>
   class Layer {

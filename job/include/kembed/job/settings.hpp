@@ -79,7 +79,7 @@ struct ForwardReport {
   std::string out, backend;
   std::int64_t positions = 0, cols = 0;  // y's rows (a bag batch's bags) and columns
   std::string pooling;                   // a bag batch's, else empty
-  int threads = 0;
+  int threads = 0, ranks = 1;
   double read_table_seconds = 0, hash_seconds = 0, forward_seconds = 0, write_seconds = 0, total_seconds = 0;
   double hash_wait_seconds = 0;  // spent waiting for the inputs' digests with nothing else left to do
 };

@@ -25,11 +25,19 @@
 //   Bag batches need a layer that also has use_bags(space, Pooling, FloatsRef const*),
 //     backward_bags(space, BagCall, grad, tally, batch_counts) and backward_bags_sparse
 //     (has_bag_layer_v); a team whose layer lacks them refuses bag batches by name.
+//   T::Lookup<Space>(t, space, V, d, FloatsRef rows, Options, std::optional<Pooling>), the
+//     forward's: `rows` are the table's rows this rank owns (Ownership::ranges(V, size)),
+//     and lookup(space, ForwardBlock&, n, float* y) is this rank's part of one forward
+//     call (n positions or bags into y, n x d on the host); every rank's parts, in rank
+//     order, are one process's call (is_forward_team_v). A team may refuse bag batches.
+#include <kembed/core/arrays.hpp>
+#include <kembed/core/bags.hpp>
 #include <kembed/core/options.hpp>
 #include <kembed/core/ownership.hpp>
 
 #include <cstdint>
 #include <exception>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -51,6 +59,13 @@ struct BagCall {
   float const* weights = nullptr;
   std::int64_t bags = 0, positions = 0;
   bool weighted = false;  // the batch's (the same on every rank, also where this part is empty)
+};
+
+// One block of a forward's batch on the host: its ids and, of a bag batch, its bags'
+// offsets (global first positions, one more than its bags) and weights.
+struct ForwardBlock {
+  std::vector<std::int64_t> ids, offsets;
+  std::vector<float> weights;
 };
 
 namespace detail {
@@ -100,6 +115,12 @@ struct team_layer<
     : std::true_type {};
 
 }  // namespace detail
+
+// Whether T runs the forward job on Space (T::Lookup above).
+template <class T, class Space>
+inline constexpr bool is_forward_team_v =
+    std::is_constructible_v<typename T::template Lookup<Space>, T const&, Space const&, std::int64_t, std::int64_t,
+                            FloatsRef const&, Options const&, std::optional<Pooling>>;
 
 // Whether a team's layer folds bag batches.
 template <class Layer>

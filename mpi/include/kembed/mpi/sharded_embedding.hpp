@@ -361,12 +361,25 @@ class ShardedEmbedding {
   // Collective. The forward of this rank's positions: each id is sent to its row's
   // owner and the row comes back; returns (t, d) floats in this rank's order.
   std::vector<float> forward(IdsRef const& ids) const {
+    std::int64_t t = 0;
+    try {
+      t = slab_size(ids.shape());
+    } catch (Error const&) {  // forward(ids, y) stops every rank with it
+    }
+    std::vector<float> y(static_cast<std::size_t>(t * config_.embedding_dim));
+    forward(ids, y.data());
+    return y;
+  }
+  // Collective. The same into `y` (t x d floats on the host, this rank's order). The
+  // buffers it exchanges through are kept for the next call (a job's blocks reuse
+  // them), so calls on one layer must not overlap.
+  void forward(IdsRef const& ids, float* y) const {
     auto const d = config_.embedding_dim;
     std::string error;
     std::int64_t t = 0;
     try {
       t = slab_size(ids.shape());
-      if (t > 0 && !ids.data()) throw InvalidArgument("ids", "ids has no data (a null pointer)");
+      if (t > 0 && (!ids.data() || !y)) throw InvalidArgument("ids", "ids or y has no data (a null pointer)");
     } catch (Error const& e) {
       error = e.message();
     }
@@ -374,23 +387,38 @@ class ShardedEmbedding {
     auto const route = route_of(global);
     auto recv_ids = exchange_ids(route, global);
     std::int64_t const received = route.received;
-    std::vector<float> rows(static_cast<std::size_t>(received * d));
+    grow(rows_out_, received * d);
     try {
       if (layer_ && received > 0) {
         for (auto& id : recv_ids) id = local_of(id);
-        rows = layer_->forward(IdsRef(recv_ids));
+        look_up(recv_ids, received, rows_out_.data());
       }
     } catch (Error const& e) {
       error = e.message();
     }
     agree_on(error);
-    std::vector<float> back(static_cast<std::size_t>(t * d)), y(static_cast<std::size_t>(t * d));
-    exchange_rows(rows, route.recv_rows, route.recv_at, back, route.send_rows, route.send_at, "rows");
-    for (std::int64_t p = 0; p < t; ++p) std::copy_n(back.data() + route.slot[std::size_t(p)] * d, d, y.data() + p * d);
-    return y;
+    grow(rows_back_, t * d);
+    exchange_rows(rows_out_, route.recv_rows, route.recv_at, rows_back_, route.send_rows, route.send_at, "rows");
+    for (std::int64_t p = 0; p < t; ++p) std::copy_n(rows_back_.data() + route.slot[std::size_t(p)] * d, d, y + p * d);
   }
 
  private:
+  static void grow(std::vector<float>& v, std::int64_t n) {
+    if (std::int64_t(v.size()) < n) v.resize(static_cast<std::size_t>(n));
+  }
+  // This rank's rows of `n` local ids into `out` (n x d, host): in place where the
+  // space's memory is the host's.
+  void look_up(std::vector<std::int64_t> const& local, std::int64_t n, float* out) const {
+    if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecutionSpace::memory_space>::accessible) {
+      layer_->forward(space_, typename Local::ids64_type(local.data(), n),
+                      typename Local::matrix_type(out, n, config_.embedding_dim));
+      space_.fence();
+    } else {
+      auto const rows = layer_->forward(IdsRef(local));
+      std::copy(rows.begin(), rows.end(), out);
+    }
+  }
+
   // After every rank's shape checks (`error` is this rank's), the ids and dy checks
   // over all ranks; returns this rank's ids as int64.
   // `allow_empty`: a call with no position on any rank is no error (a bag call whose
@@ -686,6 +714,7 @@ class ShardedEmbedding {
   RowRange rows_;  // contiguous ranges: this rank's; else [0, slots_)
   std::optional<Local> layer_;
   std::optional<EmbeddingBag<ExecutionSpace>> bags_;  // bags of one position: a factor per term
+  mutable std::vector<float> rows_out_, rows_back_;   // the forward's exchange buffers, reused
   mutable Traffic traffic_;
   mutable BackwardPath last_path_;  // of the last dense fold, for the run file
   mutable std::int64_t last_positions_ = 0;

@@ -209,6 +209,34 @@ class Team {
     return broadcast_on(collective_.comm, digest, 0);
   }
 
+  // The forward job's lookups (job::is_forward_team_v): this rank holds its range of
+  // the table's rows (rows_of), and each rank's part of a block goes to the rows'
+  // owners and comes back (ShardedEmbedding::forward); one call per block over every
+  // rank, so max_norm renormalises as one process's call does. Bag batches are
+  // refused: their pooling would need the rows of a bag gathered first.
+  template <class ExecutionSpace>
+  class Lookup {
+   public:
+    Lookup(Team const& team, ExecutionSpace const& space, std::int64_t v, std::int64_t d, FloatsRef const& rows,
+           Options const& options, std::optional<Pooling> pooling)
+        : sharded_(sharded(team, space, v, d, rows, options, pooling)) {}
+    void operator()(ExecutionSpace const&, job::ForwardBlock& b, std::int64_t n, float* y) const {
+      sharded_.forward(IdsRef(b.ids.data(), Shape{n}), y);
+    }
+
+   private:
+    static ShardedEmbedding<ExecutionSpace> sharded(Team const& team, ExecutionSpace const& space, std::int64_t v,
+                                                    std::int64_t d, FloatsRef const& rows, Options const& options,
+                                                    std::optional<Pooling> pooling) {
+      if (pooling)  // the same on every rank: each refuses alike
+        throw InvalidArgument("pooling",
+                              "the forward of a bag batch runs on one process (kembed forward without "
+                              "mpiexec); a batch of positions runs on many ranks");
+      return ShardedEmbedding<ExecutionSpace>(team.comm(), space, v, d, rows, options);
+    }
+    ShardedEmbedding<ExecutionSpace> sharded_;
+  };
+
   // The backward of this rank's rows, on the positions every rank read.
   template <class ExecutionSpace>
   class Layer {
