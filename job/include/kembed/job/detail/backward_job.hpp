@@ -279,10 +279,13 @@ class BackwardJob {
 
   // Folds the batch in blocks of at least 64 Ki positions (each rank reads its part),
   // reading each next block while this one folds, and checkpoints after the first
-  // block that reaches each multiple of checkpoint_every (blocks end there).
+  // block that reaches each multiple of checkpoint_every (blocks end there). Past 16
+  // ranks a block is 4 Ki positions a rank, so that each exchange's P - 1 latencies
+  // stay per 4 Ki positions a rank; 64 Ki a rank, as the model first had it, was 1.4x
+  // slower at P = 2 here (docs/SCALING.md, "The model").
   void fold() {
     std::int64_t const t = units(), d = record_.config.embedding_dim;
-    std::int64_t const block = std::max<std::int64_t>(s_.microbatch, 65536);
+    std::int64_t const block = std::max({s_.microbatch, std::int64_t{65536}, std::int64_t{4096} * team_.size()});
     BlockPipeline pipe(team_.reads_ahead(), std::min(block, t) / team_.size() + 1, d, [this](Block& b) {
       if (bagged())
         read_bags(b);
