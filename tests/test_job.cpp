@@ -49,6 +49,7 @@ void on_region(char const* name) {
 // The Team concept (kembed/job/team.hpp): the team of one is one, and a type that
 // lacks a member is not.
 static_assert(job::is_team_v<job::OneProcess, TEST_EXECSPACE>);
+static_assert(job::is_forward_team_v<job::OneProcess, TEST_EXECSPACE>);
 struct NoBroadcast : job::OneProcess {
   void broadcast() const = delete;
 };
