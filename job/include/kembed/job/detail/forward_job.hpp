@@ -48,10 +48,10 @@ inline Options forward_options(Config const& table, ForwardSettings const& s) {
   return options;
 }
 
-// This rank's rows of a block of n units (ranges of the block, in rank order): first, count.
+// This rank's part of a block of n units (the block's ranges, in rank order): first, count.
 inline std::pair<std::int64_t, std::int64_t> part_of_block(std::int64_t n, int ranks, int rank) {
-  auto const at = [&](int r) { return n / ranks * r + std::min<std::int64_t>(r, n % ranks); };
-  return {at(rank), at(rank + 1) - at(rank)};
+  auto const parts = Ownership::ranges(n, ranks);
+  return {parts.first_row(rank), parts.slots(rank)};
 }
 
 // The inputs' whole-file SHA-256s (the format's), on a thread of their own; a team
