@@ -244,6 +244,11 @@ TEST(Plans, AutoFollowsTheMeasuredRule) {
     EXPECT_EQ(auto_plan(true, threads, mib / 32, d, std::int64_t{1} << 62), Plan::sort);  // no overflow
     EXPECT_EQ(auto_plan(true, threads, 1, d, 1), Plan::scan);
     EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, 1000), Plan::bucket);
+    // At most V/64 positions: scan at any size (the gradient starts as a memset).
+    EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, (mib / 32 + 1) / 64), Plan::scan);
+    EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, (mib / 32 + 1) / 64 + 1), Plan::bucket);
+    EXPECT_EQ(auto_plan(true, threads, std::int64_t{1} << 40, 256, std::int64_t{1} << 34), Plan::scan);
+    EXPECT_EQ(auto_plan(true, threads, std::int64_t{1} << 40, 256, std::int64_t{1} << 34, 1000, true), Plan::scan);
     EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, 8 * (mib / 32 + 1) - 1), Plan::bucket);
     EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, 8 * (mib / 32 + 1)), Plan::sort);
     // A bag call's terms read a dy row per bag: the rule counts dy rows, not positions.

@@ -55,6 +55,13 @@ struct AutoThresholds {
 //   faster (V = 1e5, d = 64, 2,048 x 32, 0.65 per row; d = 128, 51 MB, 2,048 x 32
 //   and 128 and 16,384 x 32, 0.65-5.2 per row), and at d = 256 (slices of 128) bucket
 //   by 1.2-1.3x;
+// - 2-4 threads, at most V/64 positions (unpooled or bags, factors or not), at any
+//   size: `scan`. Its gradient starts as each thread's memset of its own rows
+//   (start_host_gradient), and then each thread walks the few positions for its
+//   columns. Against bucket on the Zen 4 guest, 2 threads, Zipf and uniform ids:
+//   V = 1e6, d = 16-256, T = 1e3 and 1e4: 1.2-2.3x faster (d = 64, T = 1e3: 1.73 ms
+//   against 3.95); V = 1e5, T = 1e3: 1.6x at d = 64, even at d = 128; the two cross
+//   between V/77 and V/16 positions (bucket up to 2.2x faster at V/10);
 // - 2-4 threads, other terms with factors on a gradient of at most 2 MiB: `sort`
 //   (bags of 1 weighted, V = 8,000, d = 64: sort 2.1-3.4 ms, scan 4.6, its column
 //   halves each walking every term; at d = 128 scan was faster, 17.8 against 23.9:
@@ -107,6 +114,7 @@ inline Plan auto_plan(bool host, std::int64_t threads, std::int64_t v, std::int6
   if (threads <= 4 && bags_of(K::scan_bag_positions_threads) && rows_fed &&
       d <= K::scan_narrow_slice * scan_split(threads, v, d).col_blocks)
     return Plan::scan;
+  if (threads <= 4 && t <= v / K::scan_few_positions_rows) return Plan::scan;
   if (factors && at_most(v, K::small_gradient)) return Plan::sort;
   if (threads > 4) return at_most(v, K::small_gradient) ? resolve_plan(Plan::automatic, v, t) : Plan::bucket;
   if (at_most(v, K::small_gradient)) {

@@ -171,21 +171,11 @@ bool backward_scan(ExecutionSpace const& space, IdView const& ids, Dy const& dy,
   // V = 1e5, d = 64, T = 1e5 3.4 -> 4.9 ms; V = 1e3, d = 128, T = 1e6 63 -> 56 ms).
   bool const check = !in_place;
   bool const check_sums = check && t / scan_sums_positions_per_row >= v;
-  // Where one block (one thread) owns the whole contiguous gradient, it starts as one
-  // memset or memcpy on the host, not a loop per row: at V = 1e5, d = 16, T = 1e3 the
-  // loop alone took 1.1x torch's whole zero_() and index_add_.
-  bool const whole = Tiles<ExecutionSpace>::host && rows_b * cols_b == 1 && !in_place && grad.span_is_contiguous() &&
-                     (!has_carry || carry.span_is_contiguous());
-  if constexpr (Tiles<ExecutionSpace>::host) {
-    if (whole && v * d > 0) {
-      space.fence();  // the carry may still be being written on `space`
-      std::size_t const bytes = std::size_t(v) * std::size_t(d) * sizeof(float);
-      if (has_carry)
-        std::memcpy(grad.data(), carry.data(), bytes);
-      else
-        std::memset(grad.data(), 0, bytes);
-    }
-  }
+  // A contiguous host gradient starts before the fold, as each thread's memset or
+  // memcpy of its rows (start_host_gradient), not a loop per row in each block: at
+  // V = 1e5, d = 16, T = 1e3 that loop alone took 1.1x torch's whole zero_() and
+  // index_add_. Scratch blocks write every element themselves.
+  bool const whole = !in_place && !in_scratch && v * d > 0 && start_host_gradient(space, carry, grad);
   int bad = 0;
   if (!in_scratch) {
     Kokkos::parallel_reduce(

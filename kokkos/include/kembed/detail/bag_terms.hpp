@@ -66,11 +66,11 @@ void backward_argmax(ExecutionSpace const& space, IdView const& ids, BagTerms<M>
   std::int64_t const v = grad.extent(0), d = grad.extent(1), bags = terms.dy.extent(0);
   bool const in_place = carry.data() != nullptr && carry.data() == grad.data();
   bool const has_carry = carry.data() != nullptr;
-  if (!in_place)
+  if (!in_place && !start_host_gradient(space, carry, grad))
     Kokkos::parallel_for("kembed::backward_argmax::start", Range<ExecutionSpace>(space, 0, v), [=](std::int64_t r) {
-      for (std::int64_t c = 0; c < d; ++c) grad(r, c) = has_carry && r != padding_idx ? carry(r, c) : 0.0f;
+      for (std::int64_t c = 0; c < d; ++c) grad(r, c) = has_carry ? carry(r, c) : 0.0f;
     });
-  else if (padding_idx >= 0)
+  if (padding_idx >= 0)
     for (std::int64_t c = 0; c < d; ++c) grad(padding_idx, c) = 0.0f;
   std::int64_t const threads = space.concurrency() > 0 ? space.concurrency() : 1;
   std::int64_t const block = ((d + threads - 1) / threads + 15) / 16 * 16;

@@ -128,6 +128,37 @@ KOKKOS_INLINE_FUNCTION std::int64_t part_begin(std::int64_t n, std::int64_t part
   return i * base + (i < extra ? i : extra);
 }
 
+// Starts a contiguous host gradient from the carry (or +0.0) as each thread's memset
+// or memcpy of its own rows, which stream past the cache where a loop's stores read
+// each line first (256 MB on the Zen 4 guest: 6.5 ms against 13.4). Returns false,
+// writing nothing, where it does not apply (a device, a strided view): the caller's
+// loop then starts the rows.
+template <class ExecutionSpace, class Carry, class Grad>
+bool start_host_gradient(ExecutionSpace const& space, Carry const& carry, Grad const& grad) {
+  if constexpr (Tiles<ExecutionSpace>::host) {
+    bool const has_carry = carry.data() != nullptr;
+    if (!grad.span_is_contiguous() || (has_carry && !carry.span_is_contiguous())) return false;
+    std::int64_t const v = grad.extent(0), d = grad.extent(1);
+    std::int64_t const parts = space.concurrency() > 0 ? space.concurrency() : 1;
+    float* const to = grad.data();
+    float const* const from = carry.data();
+    Kokkos::parallel_for("kembed::start_gradient", Range<ExecutionSpace>(space, 0, parts), [=](std::int64_t i) {
+      std::int64_t const r0 = part_begin(v, parts, i), r1 = part_begin(v, parts, i + 1);
+      std::size_t const at = std::size_t(r0) * std::size_t(d);
+      std::size_t const bytes = std::size_t(r1 - r0) * std::size_t(d) * sizeof(float);
+      if (bytes == 0) return;
+      if (has_carry)
+        std::memcpy(to + at, from + at, bytes);
+      else
+        std::memset(to + at, 0, bytes);
+    });
+    return true;
+  } else {
+    (void)space, (void)carry, (void)grad;
+    return false;
+  }
+}
+
 // A hint to fetch the line holding `p` into the core's L2 before a later read; a
 // no-op where the compiler has no such builtin or the code runs on a device.
 // Into L2 (prefetcht2 on x86), not L1: the L1's few fill buffers capped random row
