@@ -19,15 +19,19 @@ bool backward_fast(ExecutionSpace const& space, IdView const& ids, Dy const& dy,
   bool const has_carry = carry.data() != nullptr;
   bool const has_counts = counts.data() != nullptr;
   bool const in_place = has_carry && carry.data() == grad.data();
-  if (!in_place || has_counts) {
+  // On the host the rows start as the threads' memsets (start_host_gradient); the
+  // padding row is then reset as in place.
+  bool const started = !in_place && start_host_gradient(space, carry, grad);
+  if ((!in_place && !started) || has_counts) {
+    bool const rows = !in_place && !started;
     Kokkos::parallel_for(
         "kembed::backward_fast::init", Range<ExecutionSpace>(space, 0, v), KOKKOS_LAMBDA(std::int64_t r) {
-          if (!in_place)
+          if (rows)
             for (std::int64_t c = 0; c < d; ++c) grad(r, c) = (has_carry && r != padding_idx) ? carry(r, c) : 0.0f;
           if (has_counts) counts(r) = 0;
         });
   }
-  if (in_place && padding_idx >= 0) {
+  if ((in_place || started) && padding_idx >= 0) {
     Kokkos::parallel_for(
         "kembed::backward_fast::padding", Range<ExecutionSpace>(space, 0, d),
         KOKKOS_LAMBDA(std::int64_t c) { grad(padding_idx, c) = 0.0f; });
