@@ -22,8 +22,8 @@ bool backward_fast(ExecutionSpace const& space, IdView const& ids, Dy const& dy,
   // On the host the rows start as the threads' memsets (start_host_gradient); the
   // padding row is then reset as in place.
   bool const started = !in_place && start_host_gradient(space, carry, grad);
-  if ((!in_place && !started) || has_counts) {
-    bool const rows = !in_place && !started;
+  bool const rows = !in_place && !started;  // a device, or a strided view: the loop starts them
+  if (rows || has_counts) {
     Kokkos::parallel_for(
         "kembed::backward_fast::init", Range<ExecutionSpace>(space, 0, v), KOKKOS_LAMBDA(std::int64_t r) {
           if (rows)
