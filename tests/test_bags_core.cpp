@@ -66,13 +66,21 @@ TEST(BagRules, BadOffsetsAreRefusedByName) {
     bool last;
     char const* says;
   };
-  for (auto const& c : {Case{{1, 3}, false, "first bag must start at 0"}, Case{{0, 4, 3}, false, "decrease at entry 2"},
-                        Case{{0, 7}, false, "past the 6 ids"}, Case{{0, 3, 5}, true, "end at 5 but there are 6 ids"},
-                        Case{{0}, true, "at least 2"}, Case{{}, false, "at least 1"}}) {
+  for (auto const& c :
+       {Case{{1, 3}, false, "first bag must start at 0"}, Case{{0, 4, 3}, false, "decrease at entry 2"},
+        Case{{0, 7}, false, "past the 6 ids"}, Case{{0, 3, 5}, true, "end at 5 but there are 6 ids"},
+        Case{{0}, true, "at least 2"}, Case{{}, false, "at least 1"},
+        // drops whose unsigned difference wraps (5 - INT64_MIN: top bit clear; the rules' one pass)
+        Case{{0, 5, INT64_MIN}, false, "decrease at entry 2"}, Case{{0, INT64_MAX, 0}, false, "at entry 1, past"},
+        Case{{0, 2, -1}, false, "decrease at entry 2"}, Case{{0, 2, INT64_MAX}, false, "past the 6 ids"}}) {
     auto const [argument, message] = refusal([&] { bags_of(c.offsets, 6, c.last); });
     EXPECT_EQ(argument, "offsets");
     EXPECT_NE(message.find(c.says), std::string::npos) << message;
   }
+  std::vector<std::int32_t> const wraps{0, 5, INT32_MIN};  // int32 offsets, the same pass
+  IdsRef const narrow(wraps);
+  EXPECT_NE(refusal([&] { make_bags(Shape{6}, &narrow, false); }).second.find("decrease at entry 2"),
+            std::string::npos);
   std::vector<std::int64_t> const offsets{0};
   IdsRef const ref(offsets);
   EXPECT_EQ(refusal([&] { make_bags(Shape{2, 3}, &ref, false); }).first, "offsets");

@@ -62,30 +62,32 @@ TEST(Forward, BadIdsAreNamedAndWriteNothing) {
   Layer layer(v, d, FloatsRef(table.data(), Shape{v, d}));
   std::int64_t const inline_max = detail::inline_id_check;
   for (std::int64_t t : {std::int64_t{3}, inline_max, inline_max + 1, 3 * inline_max})
-    for (std::int64_t bad : {std::int64_t{-1}, v, std::int64_t{1} << 40}) {
-      SCOPED_TRACE("T = " + std::to_string(t) + ", bad id " + std::to_string(bad));
-      auto ids = synthetic::uniform_ids(v, t, 5);
-      std::int64_t const at = t - 2;  // near the end: the last thread's part
-      ids[at] = bad;
-      ids[t - 1] = -7;  // a later bad id is not the one reported
-      auto const ids_d = Kokkos::create_mirror_view_and_copy(
-          typename Layer::memory_space(),
-          Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(ids.data(), t));
-      auto const before = test::table_for(t, d, 9);
-      typename Layer::matrix_type y("y", t, d);
-      Kokkos::deep_copy(y, Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace,
-                                        Kokkos::MemoryUnmanaged>(before.data(), t, d));
-      try {
-        layer.forward(TEST_EXECSPACE(), ids_d, y);
-        ADD_FAILURE() << "no error";
-      } catch (IdOutOfRange const& e) {
-        std::string const want =
-            "ids holds " + std::to_string(bad) + " at position " + std::to_string(at) + ", outside [0, 40)";
-        EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    for (std::int64_t bad : {std::int64_t{-1}, v, std::int64_t{1} << 40})
+      // near the end (the last thread's part), and the last id of a host thread's first chunk
+      for (std::int64_t at : {t - 2, t > detail::host_id_chunk ? detail::host_id_chunk - 1 : 0}) {
+        SCOPED_TRACE("T = " + std::to_string(t) + ", bad id " + std::to_string(bad) + " at " + std::to_string(at));
+        auto ids = synthetic::uniform_ids(v, t, 5);
+        ids[at] = bad;
+        ids[t - 1] = -7;  // a later bad id is not the one reported
+        auto const ids_d = Kokkos::create_mirror_view_and_copy(
+            typename Layer::memory_space(),
+            Kokkos::View<std::int64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(ids.data(), t));
+        auto const before = test::table_for(t, d, 9);
+        typename Layer::matrix_type y("y", t, d);
+        Kokkos::deep_copy(y,
+                          Kokkos::View<float const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                              before.data(), t, d));
+        try {
+          layer.forward(TEST_EXECSPACE(), ids_d, y);
+          ADD_FAILURE() << "no error";
+        } catch (IdOutOfRange const& e) {
+          std::string const want =
+              "ids holds " + std::to_string(bad) + " at position " + std::to_string(at) + ", outside [0, 40)";
+          EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+        }
+        auto const y_h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
+        EXPECT_TRUE(same_bits(std::vector<float>(y_h.data(), y_h.data() + t * d), before));
       }
-      auto const y_h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
-      EXPECT_TRUE(same_bits(std::vector<float>(y_h.data(), y_h.data() + t * d), before));
-    }
 }
 
 // kembed::make_matrix: zeroed, shaped, labelled; negative extents refused. On Linux
