@@ -56,6 +56,7 @@ struct ScanWalk {
   int shift;  // rows_b = 2^shift, where it is a power of two
   bool pow2;
   bool scaled;  // the terms carry their own factors (has_term_scales)
+  bool fetch_sums;  // the sums live in the gradient, not in the block's scratch copy
 
   KOKKOS_INLINE_FUNCTION std::int64_t c0(std::int64_t b) const { return width * (b % cols_b); }
   KOKKOS_INLINE_FUNCTION std::int64_t c1(std::int64_t b) const {
@@ -81,6 +82,7 @@ struct ScanWalk {
           std::int64_t const end = dy.bounds(g + 1);
           for (std::int64_t p = begin; p < end; ++p) {
             std::int64_t r, q;
+            fetch_sums_ahead(p, rb, lo, hi, at);
             if (!owns(p, rb, r, q)) continue;
             flag |= add_terms(
                 p, r, q, lo, hi, [&](std::int64_t c) { return row[c]; }, at, counter, count, check_terms);
@@ -92,6 +94,7 @@ struct ScanWalk {
     }
     for (std::int64_t p = 0; p < t; ++p) {
       std::int64_t r, q;
+      fetch_sums_ahead(p, rb, lo, hi, at);
       if (!owns(p, rb, r, q)) continue;
       // dy is read in order, but one core's hardware prefetcher keeps too few lines
       // in flight (1 thread, V = 1e3, T = 1e6, d = 128: 52 -> 43 ms). Where blocks
@@ -102,6 +105,18 @@ struct ScanWalk {
           p, r, q, lo, hi, [&](std::int64_t c) { return dy(p, c); }, at, counter, count, check_terms);
     }
     return flag;
+  }
+
+  // Fetches the sums that position p + prefetch_rows will add to, if this block owns
+  // its row. Each term's update reads its row's sums first; in the gradient those
+  // are random lines, which the core otherwise waits for one term after another
+  // (1 thread, V = 1e5, 16,384 bags of 128: d = 64 34 -> 22 ms, d = 128 76 -> 40).
+  template <class At>
+  KOKKOS_INLINE_FUNCTION void fetch_sums_ahead(std::int64_t p, std::int64_t rb, std::int64_t lo, std::int64_t hi,
+                                               At const& at) const {
+    std::int64_t r, q;
+    if (!fetch_sums || p + prefetch_rows >= t || !owns(p + prefetch_rows, rb, r, q)) return;
+    for (std::int64_t c = lo; c < hi; c += line_floats) prefetch_kept(&at(r, q, c));
   }
 
   // Whether position p's row r is one of row block rb's, and its local row q.
@@ -160,10 +175,11 @@ bool backward_scan(ExecutionSpace const& space, IdView const& ids, Dy const& dy,
   while ((std::int64_t{1} << shift) < rows_b) ++shift;
   std::int64_t const width = d / cols_b / 16 * 16;  // column slices start on 16-float boundaries
   bool const pow2 = (rows_b & (rows_b - 1)) == 0;
-  ScanWalk<IdView, Dy> const walk{ids, dy, t, d, rows_b, cols_b, width, padding_idx, shift, pow2, has_term_scales(dy)};
-  std::int64_t const widest = d - walk.width * (cols_b - 1);
+  std::int64_t const widest = d - width * (cols_b - 1);
   std::int64_t const most_rows = (v + rows_b - 1) / rows_b;
   bool const in_scratch = rows_b * cols_b > 1 && most_rows * widest * 4 <= scan_private_bytes;
+  ScanWalk<IdView, Dy> const walk{
+      ids, dy, t, d, rows_b, cols_b, width, padding_idx, shift, pow2, has_term_scales(dy), !in_scratch};
 
   // In place, dy was checked before the call, and the carry may hold sums that
   // overflowed: nothing to test. Where the block folds into the gradient itself,
