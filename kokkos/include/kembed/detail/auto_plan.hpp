@@ -10,38 +10,30 @@
 namespace kembed::detail {
 
 struct AutoThresholds {
-  // One thread.
+  // Several threads (one thread always scans).
   static constexpr std::int64_t scan_gradient = std::int64_t{32} << 20;
-  static constexpr std::int64_t scan_large_dy = std::int64_t{256} << 20;
-  static constexpr std::int64_t scan_large_dy_gradient = std::int64_t{256} << 20;
-  static constexpr std::int64_t scan_few_positions_gradient = std::int64_t{64} << 20;
   static constexpr std::int64_t scan_few_positions_rows = 64;  // rows per position, at least
-  // Several threads.
   static constexpr std::int64_t small_gradient = std::int64_t{2} << 20;
   static constexpr std::int64_t scan_tiny_dy = std::int64_t{256} << 10;
   static constexpr std::int64_t scan_narrow_slice = 64;  // floats
   static constexpr std::int64_t scan_narrow_dy = std::int64_t{4} << 20;
   static constexpr std::int64_t sort_dy_rows_per_row = 8;
   // Bag calls (positions per dy row, at least).
-  static constexpr std::int64_t scan_bag_positions = 2;           // one thread
-  static constexpr std::int64_t scan_bag_positions_threads = 16;  // 2-4 threads
+  static constexpr std::int64_t scan_bag_positions_threads = 16;
   // Bag calls on 2-4 threads (positions per table row, at least).
   static constexpr std::int64_t scan_bag_positions_per_row = 1;        // gradient up to scan_gradient
   static constexpr std::int64_t scan_bag_positions_per_row_large = 8;  // any gradient
 };
 
 // On host backends (sizes in bytes):
-// - one thread: `scan` (one pass, nothing to sort) while the gradient is at most
-//   32 MiB, and also when dy exceeds 256 MiB and the gradient is at most 256 MiB
-//   (there the bucket plan's scattered dy reads cost more than the scan's gradient
-//   updates), and when the call has at most V/64 positions and the gradient is at
-//   most 64 MiB (the scan is then one memset and a short walk: V = 1e6, d = 16,
-//   T = 1e3 2.2 ms against the bucket plan's 2.8-9 ms; issue 35); else `bucket`.
-//   Fitted on three earlier runs, then confirmed on fresh ones (docs/PERFORMANCE.md).
-//   A bag call of at least 2 positions per bag: `scan` at any size. Its terms read one
-//   dy row per bag, which stays in cache, so the scan's gradient updates are its only
-//   scattered traffic (sum, Zipf ids, bags of 2 to 128, V = 1e5 to 1e7, d = 64 and
-//   128: 1.03-2.1x faster than bucket; issue 37);
+// - one thread: `scan` at every size, unpooled or bags. It starts its gradient with one
+//   memset (or a memcpy of the carry) and fetches each term's gradient row 32 positions
+//   ahead; the bucket plan writes every row once too, and reads its dy rows scattered.
+//   Zen 4 guest, issue 37, against bucket: unpooled, uniform and Zipf, V = 1e3 to 1e7,
+//   d = 16 to 512, T = 1e4 to 1e6, 1.02-3.1x faster at 39 of 40 points (bucket 1.03-1.21x
+//   ahead at V = 1e5, d = 128, T = 1e6 uniform, which scanned before too); bags of
+//   one, V = 1e5 and 1e6, d = 64 and 128: 1.7-3.2x; longer bags: 1.03-2.1x. (Before the
+//   memset start and the fetch, bucket won past 32 MiB of gradient: issues 35 and 37.)
 // - 2-4 threads, a bag call of at least 16 positions per bag whose scan splits the
 //   columns into slices of at most 64 floats, with at least one position per table
 //   row and a gradient of at most 32 MiB, or 8 positions per row at any size: `scan`,
@@ -96,19 +88,13 @@ struct AutoThresholds {
 inline Plan auto_plan(bool host, std::int64_t threads, std::int64_t v, std::int64_t d, std::int64_t t,
                       std::int64_t dy_rows, bool factors = false) {
   if (!host) return Plan::sort;
+  if (threads <= 1) return Plan::scan;
   using K = AutoThresholds;
   std::int64_t const row_bytes = d * std::int64_t(sizeof(float));
   // rows * row_bytes <= bytes, without forming a product that could overflow.
   auto const at_most = [&](std::int64_t rows, std::int64_t bytes) { return rows <= bytes / row_bytes; };
   // A bag call of at least k positions per bag (its terms read one dy row per bag).
   auto const bags_of = [&](std::int64_t k) { return dy_rows > 0 && dy_rows <= t / k; };
-  if (threads <= 1) {
-    if (bags_of(K::scan_bag_positions)) return Plan::scan;
-    bool const scan = at_most(v, K::scan_gradient) ||
-                      (!at_most(t, K::scan_large_dy) && at_most(v, K::scan_large_dy_gradient)) ||
-                      (t <= v / K::scan_few_positions_rows && at_most(v, K::scan_few_positions_gradient));
-    return scan ? Plan::scan : Plan::bucket;
-  }
   bool const rows_fed = v <= t / K::scan_bag_positions_per_row_large ||
                         (at_most(v, K::scan_gradient) && v <= t / K::scan_bag_positions_per_row);
   if (threads <= 4 && bags_of(K::scan_bag_positions_threads) && rows_fed &&

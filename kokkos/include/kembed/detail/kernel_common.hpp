@@ -13,6 +13,9 @@
 #if defined(__SSE__) && !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__) && !defined(__SYCL_DEVICE_ONLY__)
 #include <xmmintrin.h>
 #define KEMBED_HOST_STREAM_STORES 1
+#if defined(__x86_64__) && !defined(__CUDACC__) && !defined(__HIPCC__)  // stream_fill_wide's AVX2 stores
+#include <immintrin.h>
+#endif
 #endif
 
 // The contract needs one IEEE-754 binary32 addition per term, in order. Fast-math
@@ -126,37 +129,6 @@ struct Tiles {
 KOKKOS_INLINE_FUNCTION std::int64_t part_begin(std::int64_t n, std::int64_t parts, std::int64_t i) {
   std::int64_t const base = n / parts, extra = n % parts;
   return i * base + (i < extra ? i : extra);
-}
-
-// Starts a contiguous host gradient from the carry (or +0.0) as each thread's memset
-// or memcpy of its own rows, which stream past the cache where a loop's stores read
-// each line first (256 MB on the Zen 4 guest: 6.5 ms against 13.4). Returns false,
-// writing nothing, where it does not apply (a device, a strided view): the caller's
-// loop then starts the rows.
-template <class ExecutionSpace, class Carry, class Grad>
-bool start_host_gradient(ExecutionSpace const& space, Carry const& carry, Grad const& grad) {
-  if constexpr (Tiles<ExecutionSpace>::host) {
-    bool const has_carry = carry.data() != nullptr;
-    if (!grad.span_is_contiguous() || (has_carry && !carry.span_is_contiguous())) return false;
-    std::int64_t const v = grad.extent(0), d = grad.extent(1);
-    std::int64_t const parts = space.concurrency() > 0 ? space.concurrency() : 1;
-    float* const to = grad.data();
-    float const* const from = carry.data();
-    Kokkos::parallel_for("kembed::start_gradient", Range<ExecutionSpace>(space, 0, parts), [=](std::int64_t i) {
-      std::int64_t const r0 = part_begin(v, parts, i), r1 = part_begin(v, parts, i + 1);
-      std::size_t const at = std::size_t(r0) * std::size_t(d);
-      std::size_t const bytes = std::size_t(r1 - r0) * std::size_t(d) * sizeof(float);
-      if (bytes == 0) return;
-      if (has_carry)
-        std::memcpy(to + at, from + at, bytes);
-      else
-        std::memset(to + at, 0, bytes);
-    });
-    return true;
-  } else {
-    (void)space, (void)carry, (void)grad;
-    return false;
-  }
 }
 
 // A hint to fetch the line holding `p` into the core's L2 before a later read; a
@@ -365,6 +337,74 @@ inline HostIsa host_isa() {
 #else
   return HostIsa::baseline;
 #endif
+}
+
+// Fills n floats from src (+0.0 where src is null) with 32-byte non-temporal stores:
+// for a gradient too big for the cache, which glibc's memset streams on one host and
+// not on another (issue 35's Intel host: a 256 MB memset 2.4x the bucket plan's
+// streamed rows). On the Zen 4 guest these ran as fast as memset (49-73 GB/s against
+// 51-71 at 64 MiB to 1 GiB; 16-byte stores 30-47). The caller fences.
+#if defined(KEMBED_HOST_AVX2_CLONES) || (defined(KEMBED_HOST_STREAM_STORES) && defined(__AVX2__) && \
+                                         defined(__x86_64__) && !defined(__CUDACC__) && !defined(__HIPCC__))
+#define KEMBED_HOST_WIDE_STREAM 1
+#ifdef KEMBED_HOST_AVX2_CLONES
+#define KEMBED_WIDE_STREAM_TARGET __attribute__((target("avx2")))
+#else
+#define KEMBED_WIDE_STREAM_TARGET
+#endif
+KEMBED_WIDE_STREAM_TARGET inline void stream_fill_wide(float* dst, float const* src, std::int64_t n) {
+  std::int64_t k = 0;
+  for (; k < n && (reinterpret_cast<std::uintptr_t>(dst + k) & 31) != 0; ++k) dst[k] = src ? src[k] : 0.0f;
+  if (src)
+    for (; k + 8 <= n; k += 8) _mm256_stream_ps(dst + k, _mm256_loadu_ps(src + k));
+  else
+    for (; k + 8 <= n; k += 8) _mm256_stream_ps(dst + k, _mm256_setzero_ps());
+  for (; k < n; ++k) dst[k] = src ? src[k] : 0.0f;
+}
+#endif
+inline constexpr std::int64_t start_stream_bytes = std::int64_t{64} << 20;  // as forward_stream_bytes
+
+// Starts a contiguous host gradient from the carry (or +0.0) as each thread's memset
+// or memcpy of its own rows, which stream past the cache where a loop's stores read
+// each line first (256 MB on the Zen 4 guest: 6.5 ms against 13.4), from 64 MiB as
+// 32-byte streamed stores wherever the CPU has them (stream_fill_wide). Returns false,
+// writing nothing, where it does not apply (a device, a strided view): the caller's
+// loop then starts the rows.
+template <class ExecutionSpace, class Carry, class Grad>
+bool start_host_gradient(ExecutionSpace const& space, Carry const& carry, Grad const& grad) {
+  if constexpr (Tiles<ExecutionSpace>::host) {
+    bool const has_carry = carry.data() != nullptr;
+    if (!grad.span_is_contiguous() || (has_carry && !carry.span_is_contiguous())) return false;
+    std::int64_t const v = grad.extent(0), d = grad.extent(1);
+    std::int64_t const parts = space.concurrency() > 0 ? space.concurrency() : 1;
+    float* const to = grad.data();
+    float const* const from = carry.data();
+#ifdef KEMBED_HOST_WIDE_STREAM
+    std::int64_t const floats = start_stream_bytes / std::int64_t(sizeof(float));  // from 64 MiB, with AVX2
+    bool const wide = d > 0 && v >= (floats + d - 1) / d && host_isa() != HostIsa::baseline;
+#endif
+    Kokkos::parallel_for("kembed::start_gradient", Range<ExecutionSpace>(space, 0, parts), [=](std::int64_t i) {
+      std::int64_t const r0 = part_begin(v, parts, i), r1 = part_begin(v, parts, i + 1);
+      std::size_t const at = std::size_t(r0) * std::size_t(d);
+      std::size_t const bytes = std::size_t(r1 - r0) * std::size_t(d) * sizeof(float);
+      if (bytes == 0) return;
+#ifdef KEMBED_HOST_WIDE_STREAM
+      if (wide) {
+        stream_fill_wide(to + at, has_carry ? from + at : nullptr, std::int64_t(r1 - r0) * d);
+        stream_fence();
+        return;
+      }
+#endif
+      if (has_carry)
+        std::memcpy(to + at, from + at, bytes);
+      else
+        std::memset(to + at, 0, bytes);
+    });
+    return true;
+  } else {
+    (void)space, (void)carry, (void)grad;
+    return false;
+  }
 }
 
 // The copy the folds run: they have no AVX-512 copy (run_avx512), so its CPUs run AVX2.
