@@ -568,25 +568,26 @@ TEST(EmbeddingBag, KernelsAndRegionsAreNamedKembed) {
 
 // `auto` weighs a bag call by its dy rows (bags), not its positions: at 2-4 threads a
 // call with 8 positions per table row in 512 bags of 128 scans, with factors (mean) or
-// without (sum), while an unpooled call of as many positions sorts, and 256 bags of 16
-// (half a position per row) take the bucket plan. The region names the plan run.
+// without (sum), while an unpooled call of as many positions sorts, and 512 bags of 8
+// (under 16 per bag) take the bucket plan. The region names the plan run.
 TEST(EmbeddingBag, AutoPlanWeighsBagsNotPositions) {
   std::int64_t const v = 8200, d = 64;  // a 2.1 MB gradient
   auto const dy = dy_for(512, d, 3);
   bool const host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, Space::memory_space>::accessible;
   auto const threads = Space().concurrency();
-  for (std::int64_t const bags : {512, 256}) {
-    std::int64_t const t = bags == 512 ? 8 * v : 16 * bags;
+  std::int64_t const bags = 512;
+  for (std::int64_t const per_bag : {128, 8}) {
+    std::int64_t const t = per_bag == 128 ? 8 * v : per_bag * bags;
     std::vector<std::int64_t> ids(static_cast<std::size_t>(t)), offsets(static_cast<std::size_t>(bags));
     for (std::int64_t p = 0; p < t; ++p) ids[std::size_t(p)] = (p * 7919) % v;
     for (std::int64_t b = 0; b < bags; ++b) offsets[std::size_t(b)] = b * (t / bags);
     for (Pooling const pooling : {Pooling::mean, Pooling::sum}) {
-      SCOPED_TRACE(std::string(to_string(pooling)) + ", " + std::to_string(bags) + " bags");
+      SCOPED_TRACE(std::string(to_string(pooling)) + ", bags of " + std::to_string(t / bags));
       bool const factors = pooling == Pooling::mean;
       Plan const want = detail::auto_plan(host, threads, v, d, t, bags, factors);
       if (host && threads >= 2 && threads <= 4) {
-        EXPECT_EQ(want, bags == 512 ? Plan::scan : Plan::bucket);
-        if (bags == 512) EXPECT_EQ(detail::auto_plan(host, threads, v, d, t), Plan::sort);
+        EXPECT_EQ(want, per_bag == 128 ? Plan::scan : Plan::bucket);
+        if (per_bag == 128) EXPECT_EQ(detail::auto_plan(host, threads, v, d, t), Plan::sort);
       }
       BagOptions o;  // plan auto
       o.pooling = pooling;

@@ -208,12 +208,12 @@ TEST(Backward, BucketStreamingAndCachedStoresGiveTheSameBits) {
   }
 }
 
-// From 64 MiB a host gradient starts as 32-byte streamed stores where the CPU has
+// From 32 MiB a host gradient starts as 32-byte streamed stores where the CPU has
 // AVX2 (detail::start_host_gradient), else as each thread's memset or memcpy. Both
 // starts (KEMBED_HOST_ISA picks), with a carry and without, give the oracle's bits,
 // on unaligned rows, a -0.0 in an untouched carry row kept; the carry is not changed.
 TEST(Backward, AStreamedStartOfALargeGradientGivesTheSameBits) {
-  std::int64_t const d = 17, v = ((std::int64_t{64} << 20) / 4 + d - 1) / d + 3, t = 3000;  // just past 64 MiB
+  std::int64_t const d = 17, v = (detail::start_stream_bytes / 4 + d - 1) / d + 3, t = 3000;  // just past it
   auto const ids = synthetic::zipf_ids(v, t, 1.1, 5);
   auto const dy = synthetic::uniform_floats(t * d, 6);
   auto carry = synthetic::uniform_floats(v * d, 7);
@@ -269,10 +269,10 @@ TEST(Plans, AutoFollowsTheMeasuredRule) {
     EXPECT_EQ(auto_plan(true, threads, mib / 32, d, 2 * mib), Plan::sort);
     EXPECT_EQ(auto_plan(true, threads, mib / 32, d, std::int64_t{1} << 62), Plan::sort);  // no overflow
     EXPECT_EQ(auto_plan(true, threads, 1, d, 1), Plan::scan);
-    EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, 1000), Plan::bucket);
-    // At most V/64 positions: scan at any size (the gradient starts as a memset).
-    EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, (mib / 32 + 1) / 64), Plan::scan);
-    EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, (mib / 32 + 1) / 64 + 1), Plan::bucket);
+    EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, 4000), Plan::bucket);
+    // At most V/12 positions: scan at any size (the gradient starts as a memset).
+    EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, (mib / 32 + 1) / 12), Plan::scan);
+    EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, (mib / 32 + 1) / 12 + 1), Plan::bucket);
     EXPECT_EQ(auto_plan(true, threads, std::int64_t{1} << 40, 256, std::int64_t{1} << 34), Plan::scan);
     EXPECT_EQ(auto_plan(true, threads, std::int64_t{1} << 40, 256, std::int64_t{1} << 34, 1000, true), Plan::scan);
     EXPECT_EQ(auto_plan(true, threads, mib / 32 + 1, d, 8 * (mib / 32 + 1) - 1), Plan::bucket);
@@ -284,13 +284,13 @@ TEST(Plans, AutoFollowsTheMeasuredRule) {
     EXPECT_EQ(auto_plan(true, threads, std::int64_t{1} << 40, d, (std::int64_t{1} << 43) - 1), Plan::bucket);
   }
   // Bag calls (dy_rows bags of t positions), 2-4 threads: scan from 16 per bag where the scan's column
-  // slices are at most 64 floats and there is at least one position per table row
-  // (up to 32 MiB of gradient) or 8 (any size), with factors or without.
+  // slices are at most 64 floats and the gradient is at most 32 MiB, or past it from
+  // 8 positions per table row, with factors or without.
   std::int64_t const huge = std::int64_t{1} << 40;
   for (bool factors : {false, true}) {
     SCOPED_TRACE(factors ? "factors" : "no factors");
     EXPECT_EQ(auto_plan(true, 2, 65536, 128, 65536, 4000, factors), Plan::scan);    // 32 MiB, 1 per row
-    EXPECT_EQ(auto_plan(true, 2, 65536, 128, 65535, 4000, factors), Plan::bucket);  // under 1 per row
+    EXPECT_EQ(auto_plan(true, 2, 65536, 128, 32768, 2000, factors), Plan::scan);    // half a position per row
     EXPECT_EQ(auto_plan(true, 2, 65536, 128, 65536, 4097, factors), Plan::bucket);  // under 16 per bag
     EXPECT_EQ(auto_plan(true, 2, 65537, 128, 65537, 4000, factors), Plan::bucket);  // past 32 MiB
     EXPECT_EQ(auto_plan(true, 2, 65537, 128, 8 * 65537 - 1, 4000, factors), Plan::bucket);

@@ -12,7 +12,7 @@ namespace kembed::detail {
 struct AutoThresholds {
   // Several threads (one thread always scans).
   static constexpr std::int64_t scan_gradient = std::int64_t{32} << 20;
-  static constexpr std::int64_t scan_few_positions_rows = 64;  // rows per position, at least
+  static constexpr std::int64_t scan_few_positions_rows = 12;  // rows per position, at least
   static constexpr std::int64_t small_gradient = std::int64_t{2} << 20;
   static constexpr std::int64_t scan_tiny_dy = std::int64_t{256} << 10;
   static constexpr std::int64_t scan_narrow_slice = 64;  // floats
@@ -20,9 +20,8 @@ struct AutoThresholds {
   static constexpr std::int64_t sort_dy_rows_per_row = 8;
   // Bag calls (positions per dy row, at least).
   static constexpr std::int64_t scan_bag_positions_threads = 16;
-  // Bag calls on 2-4 threads (positions per table row, at least).
-  static constexpr std::int64_t scan_bag_positions_per_row = 1;        // gradient up to scan_gradient
-  static constexpr std::int64_t scan_bag_positions_per_row_large = 8;  // any gradient
+  // Bag calls on 2-4 threads past scan_gradient (positions per table row, at least).
+  static constexpr std::int64_t scan_bag_positions_per_row_large = 8;
 };
 
 // On host backends (sizes in bytes):
@@ -35,25 +34,26 @@ struct AutoThresholds {
 //   one, V = 1e5 and 1e6, d = 64 and 128: 1.7-3.2x; longer bags: 1.03-2.1x. (Before the
 //   memset start and the fetch, bucket won past 32 MiB of gradient: issues 35 and 37.)
 // - 2-4 threads, a bag call of at least 16 positions per bag whose scan splits the
-//   columns into slices of at most 64 floats, with at least one position per table
-//   row and a gradient of at most 32 MiB, or 8 positions per row at any size: `scan`,
-//   with factors (mean, weighted) or without. Its dy is one row per bag and stays in
-//   cache, where the bucket plan with factors reads a bag number per position. Sum,
-//   mean and weighted, Zipf ids, against bucket: V = 1e5, d = 64, 2,048 bags of 128
-//   and 16,384 of 32 and 128: 1.05-1.6x faster; d = 128, 16,384 x 128: 1.1-1.5x;
-//   V = 2e5, d = 128, 16,384 x 128 (10 per row): 1.05-1.3x; V = 1e6, d = 64,
-//   65,536 x 128 (8 per row, 256 MB): 1.35-1.55x; against sort at V = 4,000-8,000
-//   (2 MiB): 1.15-3.5x. Below those counts the two were even or bucket up to 1.3x
-//   faster (V = 1e5, d = 64, 2,048 x 32, 0.65 per row; d = 128, 51 MB, 2,048 x 32
-//   and 128 and 16,384 x 32, 0.65-5.2 per row), and at d = 256 (slices of 128) bucket
-//   by 1.2-1.3x;
-// - 2-4 threads, at most V/64 positions (unpooled or bags, factors or not), at any
-//   size: `scan`. Its gradient starts as each thread's memset of its own rows
-//   (start_host_gradient), and then each thread walks the few positions for its
-//   columns. Against bucket on the Zen 4 guest, 2 threads, Zipf and uniform ids:
-//   V = 1e6, d = 16-256, T = 1e3 and 1e4: 1.2-2.3x faster (d = 64, T = 1e3: 1.73 ms
-//   against 3.95); V = 1e5, T = 1e3: 1.6x at d = 64, even at d = 128; the two cross
-//   between V/77 and V/16 positions (bucket up to 2.2x faster at V/10);
+//   columns into slices of at most 64 floats, with a gradient of at most 32 MiB, or 8
+//   positions per table row at any size: `scan`, with factors (mean, weighted) or
+//   without. Its dy is one row per bag and stays in cache, where the bucket plan with
+//   factors reads a bag number per position. Zen 4 guest, 2 threads, Zipf ids, sum,
+//   mean and weighted, lowest of 5 (issue 37): under one position per row (V = 8,200
+//   to 1e5, d = 64, 256-2,048 bags of 16 and 32) 1.6-2.1x faster than bucket; V = 5e4,
+//   d = 128, 2,048 x 32 (1.3 per row) 1.2x; V = 1e5, d = 64, 2,048 x 128 and
+//   16,384 x 32 (2.6 and 5.2 per row) 1.6x; 16,384 x 128 (21 per row) even. Past
+//   32 MiB: under 8 per row bucket was even or 1.1-1.4x faster (V = 1e5, d = 128,
+//   2,048 x 32 and 128; V = 2e5, d = 64, 16,384 x 32; V = 1e6, 16,384 x 32 and 128),
+//   at 21 per row scan 1.09x (V = 1e5, d = 128, 16,384 x 128). At d = 256 (slices of
+//   128) bucket by 1.2-1.3x;
+// - 2-4 threads, at most V/12 positions (unpooled or bags, factors or not), at any
+//   size: `scan`. Its gradient starts as each thread's memset (streamed past 32 MiB,
+//   start_host_gradient) of its own rows, and then each thread walks the few positions
+//   for its columns. Against bucket on the Zen 4 guest, 2 threads, uniform and Zipf
+//   ids, unpooled: V = 1e5 and 1e6, d = 64 and 128, at V/32 and V/16 1.1-2.5x faster,
+//   at V/12 0.9-1.9x (V = 1e6, d = 64, uniform: 1.08x slower), at V/8 bucket up to
+//   1.2x faster at V = 1e6, d = 64; bags of one and of 32 within V/12: 1.15-2.1x
+//   (V = 1e6, 2,048 x 32 at V/15: 3.1 ms against 5.1);
 // - 2-4 threads, other terms with factors on a gradient of at most 2 MiB: `sort`
 //   (bags of 1 weighted, V = 8,000, d = 64: sort 2.1-3.4 ms, scan 4.6, its column
 //   halves each walking every term; at d = 128 scan was faster, 17.8 against 23.9:
@@ -95,8 +95,7 @@ inline Plan auto_plan(bool host, std::int64_t threads, std::int64_t v, std::int6
   auto const at_most = [&](std::int64_t rows, std::int64_t bytes) { return rows <= bytes / row_bytes; };
   // A bag call of at least k positions per bag (its terms read one dy row per bag).
   auto const bags_of = [&](std::int64_t k) { return dy_rows > 0 && dy_rows <= t / k; };
-  bool const rows_fed = v <= t / K::scan_bag_positions_per_row_large ||
-                        (at_most(v, K::scan_gradient) && v <= t / K::scan_bag_positions_per_row);
+  bool const rows_fed = at_most(v, K::scan_gradient) || v <= t / K::scan_bag_positions_per_row_large;
   if (threads <= 4 && bags_of(K::scan_bag_positions_threads) && rows_fed &&
       d <= K::scan_narrow_slice * scan_split(threads, v, d).col_blocks)
     return Plan::scan;

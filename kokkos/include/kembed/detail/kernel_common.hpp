@@ -362,11 +362,13 @@ KEMBED_WIDE_STREAM_TARGET inline void stream_fill_wide(float* dst, float const* 
   for (; k < n; ++k) dst[k] = src ? src[k] : 0.0f;
 }
 #endif
-inline constexpr std::int64_t start_stream_bytes = std::int64_t{64} << 20;  // as forward_stream_bytes
+// Past the Zen 4 guest's 32 MiB L3 a start in cache is evicted before the terms come:
+// streamed, 2 threads ran 1.1-1.8x faster at 51 MB, one thread 1.01-1.12x (issue 37).
+inline constexpr std::int64_t start_stream_bytes = std::int64_t{32} << 20;
 
 // Starts a contiguous host gradient from the carry (or +0.0) as each thread's memset
 // or memcpy of its own rows, which stream past the cache where a loop's stores read
-// each line first (256 MB on the Zen 4 guest: 6.5 ms against 13.4), from 64 MiB as
+// each line first (256 MB on the Zen 4 guest: 6.5 ms against 13.4), from 32 MiB as
 // 32-byte streamed stores wherever the CPU has them (stream_fill_wide). Returns false,
 // writing nothing, where it does not apply (a device, a strided view): the caller's
 // loop then starts the rows.
@@ -380,7 +382,7 @@ bool start_host_gradient(ExecutionSpace const& space, Carry const& carry, Grad c
     float* const to = grad.data();
     float const* const from = carry.data();
 #ifdef KEMBED_HOST_WIDE_STREAM
-    std::int64_t const floats = start_stream_bytes / std::int64_t(sizeof(float));  // from 64 MiB, with AVX2
+    std::int64_t const floats = start_stream_bytes / std::int64_t(sizeof(float));  // from 32 MiB, with AVX2
     bool const wide = d > 0 && v >= (floats + d - 1) / d && host_isa() != HostIsa::baseline;
 #endif
     Kokkos::parallel_for("kembed::start_gradient", Range<ExecutionSpace>(space, 0, parts), [=](std::int64_t i) {
