@@ -42,10 +42,11 @@ struct AutoThresholds {
 //   to 1e5, d = 64, 256-2,048 bags of 16 and 32) 1.6-2.1x faster than bucket; V = 5e4,
 //   d = 128, 2,048 x 32 (1.3 per row) 1.2x; V = 1e5, d = 64, 2,048 x 128 and
 //   16,384 x 32 (2.6 and 5.2 per row) 1.6x; 16,384 x 128 (21 per row) even. Past
-//   32 MiB: under 8 per row bucket was even or 1.1-1.4x faster (V = 1e5, d = 128,
-//   2,048 x 32 and 128; V = 2e5, d = 64, 16,384 x 32; V = 1e6, 16,384 x 32 and 128),
-//   at 21 per row scan 1.09x (V = 1e5, d = 128, 16,384 x 128). At d = 256 (slices of
-//   128) bucket by 1.2-1.3x;
+//   32 MiB: under 8 per row bucket was even or 1.1-2.1x faster (V = 1e5, d = 128,
+//   2,048 x 32 and 128, 16,384 x 32; V = 2e5, d = 64, 16,384 x 32; V = 1e6, 2,048 x 128,
+//   16,384 x 32 and 128) but at V = 2e5, d = 64, 2,048 x 32 (scan 1.6-1.9x), at 21
+//   per row scan 1.09x (V = 1e5, d = 128, 16,384 x 128). At d = 256 (slices of 128)
+//   bucket by 1.2-1.3x;
 // - 2-4 threads, at most V/12 positions (unpooled or bags, factors or not), at any
 //   size: `scan`. Its gradient starts as each thread's memset (streamed past 32 MiB,
 //   start_host_gradient) of its own rows, and then each thread walks the few positions
