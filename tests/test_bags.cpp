@@ -566,6 +566,63 @@ TEST(EmbeddingBag, KernelsAndRegionsAreNamedKembed) {
     EXPECT_EQ(bag_regions.count(want), 1u) << "region never seen: " << want;
 }
 
+// From 8 MiB of gradient and a position per row the scan's threads own whole rows in
+// runs of 1 MiB, folding into the gradient (detail::scan_split), testing each finished sum from 8
+// positions per row: sum, mean and weighted, the padding row in the second run, the
+// last run short, counts and a carry give the oracle's bits on every thread count;
+// a NaN term is found where it is, the carry untouched.
+TEST(EmbeddingBag, TheScanInRunsOfRowsIsTheOracle) {
+  std::int64_t const v = 33000, d = 64, bags = 1024, per_bag = 258;  // 8.4 MB, 8 positions per row
+  ASSERT_TRUE(detail::scan_split(2, v, d, bags * per_bag).runs);
+  ASSERT_EQ(detail::scan_split(2, v, d, bags * per_bag).run_shift, 12);  // runs of 4,096 rows: 9, the last of 232
+  std::mt19937_64 rng(11);
+  Call call;
+  for (std::int64_t b = 0; b < bags; ++b) {
+    call.offsets.push_back(b * per_bag);
+    for (std::int64_t i = 0; i < per_bag; ++i)  // a quarter on 64 hot rows, the rest anywhere
+      call.ids.push_back(std::int64_t(rng() % 4 == 0 ? rng() % 64 : rng() % std::uint64_t(v)));
+  }
+  std::int64_t const t = bags * per_bag;
+  for (std::int64_t p = 0; p < t; ++p) call.weights.push_back(float(std::int64_t(rng() % 2001) - 1000) / 256.0f);
+  ASSERT_GE(t / 8, v);
+  auto const table = test::table_for(v, d);
+  auto dy = dy_for(bags, d, 5);
+  auto const carry = dy_for(v, d, 6);
+  IdsRef const ids(call.ids), offsets(call.offsets);
+  for (auto pooling : {Pooling::sum, Pooling::mean})
+    for (bool weighted : {false, true}) {
+      if (weighted && pooling != Pooling::sum) continue;
+      SCOPED_TRACE(std::string(to_string(pooling)) + (weighted ? " weighted" : ""));
+      BagOptions o;
+      o.pooling = pooling;
+      o.embedding.padding_idx = 4100;
+      o.embedding.plan = Plan::scan;
+      Layer const layer(v, d, FloatsRef(table.data(), Shape{v, d}), o);
+      FloatsRef const w = weighted ? FloatsRef(call.weights.data(), Shape{t}) : FloatsRef{};
+      auto const got =
+          layer.backward(ids, &offsets, FloatsRef(dy.data(), Shape{bags, d}), w, FloatsRef(carry.data(), Shape{v, d}));
+      reference::BagCall const ref{ids, make_bags(Shape{t}, &offsets, false), weighted ? call.weights.data() : nullptr};
+      EXPECT_TRUE(same_bits(
+          got.values, reference::bag_backward_identical(table.data(), layer.config(), ref, dy.data(), carry.data())));
+      EXPECT_EQ(got.counts, reference::counts(v, ids));
+    }
+  // A NaN in the last bag, whose rows lie in every run.
+  dy[std::size_t((bags - 1) * d + 7)] = std::nanf("");
+  auto const carry_before = carry;
+  BagOptions o;
+  o.embedding.plan = Plan::scan;
+  Layer const layer(v, d, FloatsRef(table.data(), Shape{v, d}), o);
+  try {
+    layer.backward(ids, &offsets, FloatsRef(dy.data(), Shape{bags, d}), FloatsRef{},
+                   FloatsRef(carry.data(), Shape{v, d}));
+    ADD_FAILURE() << "a NaN in dy was taken";
+  } catch (NonFinite const& e) {
+    EXPECT_NE(std::string(e.what()).find("dy holds NaN"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(std::to_string(bags - 1)), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(same_bits(carry, carry_before));
+}
+
 // `auto` weighs a bag call by its dy rows (bags), not its positions: at 2-4 threads a
 // call with 8 positions per table row in 512 bags of 128 scans, with factors (mean) or
 // without (sum), while an unpooled call of as many positions sorts, and 512 bags of 8

@@ -238,6 +238,43 @@ TEST(Backward, AStreamedStartOfALargeGradientGivesTheSameBits) {
   }
 }
 
+// The scan's blocks split the columns, then the rows; each keeps a scratch copy of
+// its sums where they fit 1 MiB; folding into the gradient itself, the blocks own
+// whole rows in runs of 1 MiB past 32 MiB, or from 8 MiB with a position per row
+// (detail::scan_split).
+TEST(Plans, TheScanSplitsIntoRunsOfRowsPastTheCache) {
+  using detail::scan_split;
+  std::int64_t const many = std::int64_t{1} << 40;
+  auto const halves = scan_split(2, 32767, 64, many);  // just under 8 MiB: column halves, no scratch copy
+  EXPECT_EQ(halves.col_blocks, 2);
+  EXPECT_EQ(halves.row_blocks, 1);
+  EXPECT_FALSE(halves.runs);
+  EXPECT_FALSE(halves.in_scratch(32767, 64));
+  auto const runs = scan_split(2, 32768, 64, 32768);  // 8 MiB, one position per row: runs of 4,096 rows
+  EXPECT_EQ(runs.col_blocks, 1);
+  EXPECT_EQ(runs.row_blocks, 2);
+  EXPECT_EQ(runs.run_shift, 12);
+  EXPECT_TRUE(runs.runs);
+  EXPECT_EQ(runs.most_rows(32768 + 1), 5 * 4096);       // 9 runs (the last of one row): 5 and 4
+  EXPECT_FALSE(scan_split(2, 32768, 64, 32767).runs);   // under one per row
+  EXPECT_FALSE(scan_split(2, 131072, 64, 1).runs);      // 32 MiB
+  EXPECT_TRUE(scan_split(2, 131073, 64, 1).runs);       // past it, at any count
+  auto const scratch = scan_split(2, 4096, 128, many);  // 2 MiB: 1 MiB halves in scratch copies
+  EXPECT_EQ(scratch.col_blocks, 2);
+  EXPECT_TRUE(scratch.in_scratch(4096, 128));
+  EXPECT_FALSE(scratch.runs);
+  auto const wide = scan_split(4, 3, std::int64_t{1} << 22, 1);  // 3 rows of 16 MiB: a run a row
+  EXPECT_EQ(wide.row_blocks, 3);
+  EXPECT_EQ(wide.run_shift, 0);
+  EXPECT_TRUE(wide.runs);
+  auto const huge = scan_split(2, std::int64_t{1} << 62, 64, 1);  // no overflow
+  EXPECT_TRUE(huge.runs);
+  EXPECT_EQ(huge.run_shift, 12);
+  EXPECT_FALSE(huge.in_scratch(std::int64_t{1} << 62, 64));
+  EXPECT_EQ(scan_split(1, std::int64_t{1} << 62, 64, many).row_blocks, 1);
+  EXPECT_FALSE(scan_split(2, 10, 0, many).runs);
+}
+
 // `auto` as measured (docs/PERFORMANCE.md), at each boundary of the rule, and the
 // layer resolving it for its own backend.
 TEST(Plans, AutoFollowsTheMeasuredRule) {
@@ -284,17 +321,15 @@ TEST(Plans, AutoFollowsTheMeasuredRule) {
     EXPECT_EQ(auto_plan(true, threads, std::int64_t{1} << 40, d, (std::int64_t{1} << 43) - 1), Plan::bucket);
   }
   // Bag calls (dy_rows bags of t positions), 2-4 threads: scan from 16 per bag where the scan's column
-  // slices are at most 64 floats and the gradient is at most 32 MiB, or past it from
-  // 8 positions per table row, with factors or without.
+  // slices are at most 64 floats, at any size, with factors or without.
   std::int64_t const huge = std::int64_t{1} << 40;
   for (bool factors : {false, true}) {
     SCOPED_TRACE(factors ? "factors" : "no factors");
     EXPECT_EQ(auto_plan(true, 2, 65536, 128, 65536, 4000, factors), Plan::scan);    // 32 MiB, 1 per row
     EXPECT_EQ(auto_plan(true, 2, 65536, 128, 32768, 2000, factors), Plan::scan);    // half a position per row
     EXPECT_EQ(auto_plan(true, 2, 65536, 128, 65536, 4097, factors), Plan::bucket);  // under 16 per bag
-    EXPECT_EQ(auto_plan(true, 2, 65537, 128, 65537, 4000, factors), Plan::bucket);  // past 32 MiB
-    EXPECT_EQ(auto_plan(true, 2, 65537, 128, 8 * 65537 - 1, 4000, factors), Plan::bucket);
-    EXPECT_EQ(auto_plan(true, 2, 65537, 128, 8 * 65537, 4000, factors), Plan::scan);            // 8 per row
+    EXPECT_EQ(auto_plan(true, 2, 65537, 128, 65537, 4000, factors), Plan::scan);    // past 32 MiB
+    EXPECT_EQ(auto_plan(true, 2, huge, 128, std::int64_t{1} << 20, 65536, factors), Plan::scan);  // any size
     EXPECT_EQ(auto_plan(true, 3, huge, 64, std::int64_t{1} << 62, 1000, factors), Plan::scan);  // no overflow
     EXPECT_EQ(auto_plan(true, 2, 32768, 256, 32768, 1000, factors), Plan::bucket);              // slices of 128
     EXPECT_EQ(auto_plan(true, 4, 32768, 256, 32768, 1000, factors), Plan::scan);                // 4 slices of 64
@@ -303,6 +338,17 @@ TEST(Plans, AutoFollowsTheMeasuredRule) {
     // A gradient of at most 2 MiB: the bag rule first.
     EXPECT_EQ(auto_plan(true, 2, 8000, 64, 8192, 512, factors), Plan::scan);
   }
+  // From 8 MiB, where the scan's blocks own runs of rows, at most V/6 positions scan
+  // (d <= 128 on 2 threads); under it, or wider, V/12.
+  for (std::int64_t threads : {2, 4}) {
+    EXPECT_EQ(auto_plan(true, threads, 32768, 64, 32768 / 6), Plan::scan);  // 8 MiB
+    EXPECT_EQ(auto_plan(true, threads, 32768, 64, 32768 / 6 + 1), Plan::bucket);
+    EXPECT_EQ(auto_plan(true, threads, 32767, 64, 32767 / 12), Plan::scan);
+    EXPECT_EQ(auto_plan(true, threads, 32767, 64, 32767 / 12 + 1), Plan::bucket);
+    EXPECT_EQ(auto_plan(true, threads, 32768, 64, 32768 / 6, 32768 / 6, true), Plan::scan);  // bags of one
+  }
+  EXPECT_EQ(auto_plan(true, 2, 65536, 256, 65536 / 12), Plan::scan);
+  EXPECT_EQ(auto_plan(true, 2, 65536, 256, 65536 / 12 + 1), Plan::bucket);
   // Below it, terms with factors sort on a small gradient (bags of 1 and 8: 2 MiB
   // of dy, which the sum's rule sorts too), and take the rule before past it.
   EXPECT_EQ(auto_plan(true, 2, 8000, 64, 65536, 65536, true), Plan::sort);
@@ -634,7 +680,7 @@ TEST(RefusalsInKernels, NonFiniteDyOnThePaddingRowIsFoundByEveryPath) {
 
 // The folds test each finished sum, not each term (NaN and +-inf absorb under
 // addition), on every path: scan into the gradient with many or few terms per row,
-// scan into scratch (several threads), the sort's folds, the bucket plan's dense
+// scan into scratch (several threads) or in runs of rows, the sort's folds, the bucket plan's dense
 // and sparse buckets. Each bad term, alone or cancelling another to NaN, on a hot
 // row or a row with one term, is reported where it is; finite terms whose sum
 // overflows are no error.
@@ -643,7 +689,10 @@ TEST(RefusalsInKernels, NonFiniteDyIsFoundByEveryPathWhereverItIs) {
     std::int64_t v, d, t;
   };
   auto const inf = std::numeric_limits<float>::infinity();
-  for (auto const shape : {Shape3{50, 20, 1000}, Shape3{4000, 20, 1000}, Shape3{40000, 20, 1000}}) {
+  // (110,000 rows of 20 and as many positions: from 8 MiB at one position per row
+  // several threads own rows in runs.)
+  for (auto const shape :
+       {Shape3{50, 20, 1000}, Shape3{4000, 20, 1000}, Shape3{40000, 20, 1000}, Shape3{110000, 20, 110000}}) {
     auto const table = test::table_for(shape.v, shape.d);
     auto ids = synthetic::zipf_ids(shape.v, shape.t, 1.1, 5);
     std::vector<std::int64_t> count(shape.v, 0);

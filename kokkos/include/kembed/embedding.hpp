@@ -670,8 +670,9 @@ class Embedding {
     } else if (mode == Mode::fast) {
       saw_non_finite = detail::backward_fast(space, ids, dy, carry, grad, counts, pad);
     } else if (path.plan == Plan::scan) {
-      saw_non_finite = detail::backward_scan(space, ids, dy, carry, grad, counts, pad,
-                                             detail::scan_split(concurrency < 1 ? 1 : concurrency, v, d), isa);
+      saw_non_finite =
+          detail::backward_scan(space, ids, dy, carry, grad, counts, pad,
+                                detail::scan_split(concurrency < 1 ? 1 : concurrency, v, d, ids.extent(0)), isa);
     } else if (path.plan == Plan::bucket) {
       saw_non_finite = detail::backward_bucket(space, ids, dy, carry, grad, counts, pad, isa);
     } else {

@@ -11,8 +11,8 @@ namespace kembed::detail {
 
 struct AutoThresholds {
   // Several threads (one thread always scans).
-  static constexpr std::int64_t scan_gradient = std::int64_t{32} << 20;
   static constexpr std::int64_t scan_few_positions_rows = 12;  // rows per position, at least
+  static constexpr std::int64_t scan_few_positions_rows_large = 6;  // from scan_run_gradient
   static constexpr std::int64_t small_gradient = std::int64_t{2} << 20;
   static constexpr std::int64_t scan_tiny_dy = std::int64_t{256} << 10;
   static constexpr std::int64_t scan_narrow_slice = 64;  // floats
@@ -20,8 +20,6 @@ struct AutoThresholds {
   static constexpr std::int64_t sort_dy_rows_per_row = 8;
   // Bag calls (positions per dy row, at least).
   static constexpr std::int64_t scan_bag_positions_threads = 16;
-  // Bag calls on 2-4 threads past scan_gradient (positions per table row, at least).
-  static constexpr std::int64_t scan_bag_positions_per_row_large = 8;
 };
 
 // On host backends (sizes in bytes):
@@ -34,27 +32,26 @@ struct AutoThresholds {
 //   one, V = 1e5 and 1e6, d = 64 and 128: 1.7-3.2x; longer bags: 1.03-2.1x. (Before the
 //   memset start and the fetch, bucket won past 32 MiB of gradient: issues 35 and 37.)
 // - 2-4 threads, a bag call of at least 16 positions per bag whose scan splits the
-//   columns into slices of at most 64 floats, with a gradient of at most 32 MiB, or 8
-//   positions per table row at any size: `scan`, with factors (mean, weighted) or
-//   without. Its dy is one row per bag and stays in cache, where the bucket plan with
-//   factors reads a bag number per position. Zen 4 guest, 2 threads, Zipf ids, sum,
-//   mean and weighted, lowest of 5 (issue 37): under one position per row (V = 8,200
-//   to 1e5, d = 64, 256-2,048 bags of 16 and 32) 1.6-2.1x faster than bucket; V = 5e4,
-//   d = 128, 2,048 x 32 (1.3 per row) 1.2x; V = 1e5, d = 64, 2,048 x 128 and
-//   16,384 x 32 (2.6 and 5.2 per row) 1.6x; 16,384 x 128 (21 per row) even. Past
-//   32 MiB: under 8 per row bucket was even or 1.1-2.1x faster (V = 1e5, d = 128,
-//   2,048 x 32 and 128, 16,384 x 32; V = 2e5, d = 64, 16,384 x 32; V = 1e6, 2,048 x 128,
-//   16,384 x 32 and 128) but at V = 2e5, d = 64, 2,048 x 32 (scan 1.6-1.9x), at 21
-//   per row scan 1.09x (V = 1e5, d = 128, 16,384 x 128). At d = 256 (slices of 128)
-//   bucket by 1.2-1.3x;
+//   columns into slices of at most 64 floats (d <= 128 on 2 threads), at any size:
+//   `scan`, with factors (mean, weighted) or without. Its dy is one row per bag and
+//   stays in cache, where the bucket plan with factors reads a bag number per
+//   position. Zen 4 guest, 2 threads, Zipf ids, sum, mean and weighted, lowest of 5
+//   (issue 37): under one position per row (V = 8,200 to 1e5, d = 64, 256-2,048 bags
+//   of 16 and 32) 1.6-2.1x faster than bucket; V = 5e4, d = 128, 2,048 x 32 1.2x.
+//   From 8 MiB at a position per row, or past 32 MiB, where the scan's blocks own
+//   runs of whole rows (scan_split), V = 1e5 and 1e6, d = 64 and 128, 2,048 and 16,384
+//   bags of 32 and 128: 1.2-2.3x (with column halves, bucket had been even or ahead
+//   at most of those past 32 MiB). At d = 256 bucket by 1.02-1.11x;
 // - 2-4 threads, at most V/12 positions (unpooled or bags, factors or not), at any
-//   size: `scan`. Its gradient starts as each thread's memset (streamed past 32 MiB,
-//   start_host_gradient) of its own rows, and then each thread walks the few positions
-//   for its columns. Against bucket on the Zen 4 guest, 2 threads, uniform and Zipf
-//   ids, unpooled: V = 1e5 and 1e6, d = 64 and 128, at V/32 and V/16 1.1-2.5x faster,
-//   at V/12 0.9-1.9x (V = 1e6, d = 64, uniform: 1.08x slower), at V/8 bucket up to
-//   1.2x faster at V = 1e6, d = 64; bags of one and of 32 within V/12: 1.15-2.1x
-//   (V = 1e6, 2,048 x 32 at V/15: 3.1 ms against 5.1);
+//   size, or V/6 from 8 MiB where d <= 128 (2 threads): `scan`. Its gradient starts as
+//   each thread's memset (streamed past 32 MiB, start_host_gradient) of its own rows,
+//   and then each thread walks the few positions for its columns (or, past 32 MiB,
+//   its runs of rows). Against bucket on the Zen 4 guest, 2 threads, uniform and Zipf
+//   ids, unpooled, V = 1e5 and 1e6, d = 64 and 128: with column halves at V/32 and
+//   V/16 1.1-2.5x faster, at V/12 0.9-1.9x, at V/8 bucket up to 1.2x faster at
+//   V = 1e6, d = 64; in runs at V = 1e6, V/8 and V/6 0.67-0.98 of bucket's time, V/4
+//   0.86-1.06; bags of one at V/6 (V = 1e5, 16,384, 25.6 MB, column halves) 0.63-0.71
+//   ms against 0.88-0.92, at 51 MB in runs 1.15-1.5x;
 // - 2-4 threads, other terms with factors on a gradient of at most 2 MiB: `sort`
 //   (bags of 1 weighted, V = 8,000, d = 64: sort 2.1-3.4 ms, scan 4.6, its column
 //   halves each walking every term; at d = 128 scan was faster, 17.8 against 23.9:
@@ -96,15 +93,15 @@ inline Plan auto_plan(bool host, std::int64_t threads, std::int64_t v, std::int6
   auto const at_most = [&](std::int64_t rows, std::int64_t bytes) { return rows <= bytes / row_bytes; };
   // A bag call of at least k positions per bag (its terms read one dy row per bag).
   auto const bags_of = [&](std::int64_t k) { return dy_rows > 0 && dy_rows <= t / k; };
-  bool const rows_fed = at_most(v, K::scan_gradient) || v <= t / K::scan_bag_positions_per_row_large;
-  if (threads <= 4 && bags_of(K::scan_bag_positions_threads) && rows_fed &&
-      d <= K::scan_narrow_slice * scan_split(threads, v, d).col_blocks)
-    return Plan::scan;
-  if (threads <= 4 && t <= v / K::scan_few_positions_rows) return Plan::scan;
+  bool const narrow_rows = d <= K::scan_narrow_slice * scan_column_blocks(threads, d);
+  if (threads <= 4 && bags_of(K::scan_bag_positions_threads) && narrow_rows) return Plan::scan;
+  bool const large = v >= scan_run_gradient / row_bytes;
+  std::int64_t const few = large && narrow_rows ? K::scan_few_positions_rows_large : K::scan_few_positions_rows;
+  if (threads <= 4 && t <= v / few) return Plan::scan;
   if (factors && at_most(v, K::small_gradient)) return Plan::sort;
   if (threads > 4) return at_most(v, K::small_gradient) ? resolve_plan(Plan::automatic, v, t) : Plan::bucket;
   if (at_most(v, K::small_gradient)) {
-    ScanSplit const split = scan_split(threads, v, d);
+    ScanSplit const split = scan_split(threads, v, d, t);
     bool const narrow = split.col_blocks > 1 && d <= K::scan_narrow_slice * split.col_blocks &&
                         !at_most(t, K::scan_narrow_dy);
     return at_most(t, K::scan_tiny_dy) || narrow ? Plan::scan : Plan::sort;
