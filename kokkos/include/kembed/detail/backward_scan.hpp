@@ -56,8 +56,8 @@ struct ScanSplit {
   std::int64_t width(std::int64_t d) const { return d / col_blocks / 16 * 16; }  // slices start on 16 floats
   std::int64_t widest(std::int64_t d) const { return d - width(d) * (col_blocks - 1); }
   std::int64_t most_rows(std::int64_t v) const {  // the most rows one row block owns
-    std::int64_t const run = std::int64_t{1} << run_shift, runs = (v + run - 1) / run;
-    return (runs + row_blocks - 1) / row_blocks * run;
+    std::int64_t const run = std::int64_t{1} << run_shift, count = (v + run - 1) / run;
+    return (count + row_blocks - 1) / row_blocks * run;
   }
   // Whether each block folds into its own scratch copy of its sums.
   bool in_scratch(std::int64_t v, std::int64_t d) const {  // without a product that could overflow
