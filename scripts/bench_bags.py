@@ -20,6 +20,7 @@ rounds, and a figure is its best.
 """
 import argparse
 import csv
+import ctypes
 import json
 import os
 import pathlib
@@ -47,6 +48,8 @@ def worker(kind):
         cmd = json.loads(line)
         if cmd["cmd"] == "load":
             s.clear()
+            cases = table = ids = offsets = dy = w = None  # the last point's, as bench_peers.py
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
             work, v, d, t, b = pathlib.Path(cmd["dir"]), cmd["V"], cmd["d"], cmd["T"], cmd["B"]
             pooling, weighted = cmd["pooling"], cmd["weighted"]
             ids = torch.from_numpy(np.fromfile(work / "ids.i64", dtype="<i8"))
@@ -55,8 +58,9 @@ def worker(kind):
             table = torch.from_numpy(np.fromfile(work / "table.f32", dtype="<f4").reshape(v, d))
             w = torch.from_numpy(np.fromfile(work / "weights.f32", dtype="<f4")) if weighted else None
             # torch's backward through autograd, as nn.EmbeddingBag runs it: one forward
-            # kept, its graph walked again at each call.
-            leaf = table.clone().requires_grad_() if with_torch else None
+            # kept, its graph walked again at each call. The leaf shares the table's bytes
+            # (nothing writes them): a copy put V = 1e7's three 2.56 GB arrays out of memory.
+            leaf = table.detach().requires_grad_() if with_torch else None
             kept = torch.nn.functional.embedding_bag(ids, leaf, offsets, mode=pooling,
                                                      per_sample_weights=w) if with_torch else None
             s.update(v=v, d=d, ids=ids, offsets=offsets, dy=dy, table=table, w=w, pooling=pooling, leaf=leaf,
@@ -67,6 +71,9 @@ def worker(kind):
                 with torch.no_grad():
                     m.weights.copy_(table.reshape(-1))
                 s.update(module=m, pm=pm, csr=torch.cat([offsets, torch.tensor([t])]))
+            if not with_torch:  # FBGEMM reads its own copy: at V = 1e7, 2.56 GB handed back
+                s["table"] = table = None
+                ctypes.CDLL("libc.so.6").malloc_trim(0)
             print(json.dumps({"fbgemm": fbgemm, "torch": torch.__version__}), flush=True)
             continue
         torch.set_num_threads(cmd["threads"])
