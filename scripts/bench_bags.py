@@ -20,7 +20,6 @@ rounds, and a figure is its best.
 """
 import argparse
 import csv
-import ctypes
 import json
 import os
 import pathlib
@@ -28,7 +27,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_peers import ALL_CPUS, Peer, fbgemm_classes, time_cases, write_csv, zipf_ids  # noqa: E402
+from bench_peers import ALL_CPUS, Peer, fbgemm_classes, time_cases, trim_heap, write_csv, zipf_ids  # noqa: E402
 
 
 FIELDS = ["V", "d", "B", "L", "lengths", "pooling", "threads", "op", "peer", "call", "seconds",
@@ -49,7 +48,7 @@ def worker(kind):
         if cmd["cmd"] == "load":
             s.clear()
             cases = table = ids = offsets = dy = w = None  # the last point's, as bench_peers.py
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
+            trim_heap()
             work, v, d, t, b = pathlib.Path(cmd["dir"]), cmd["V"], cmd["d"], cmd["T"], cmd["B"]
             pooling, weighted = cmd["pooling"], cmd["weighted"]
             ids = torch.from_numpy(np.fromfile(work / "ids.i64", dtype="<i8"))
@@ -73,7 +72,7 @@ def worker(kind):
                 s.update(module=m, pm=pm, csr=torch.cat([offsets, torch.tensor([t])]))
             if not with_torch:  # FBGEMM reads its own copy: at V = 1e7, 2.56 GB handed back
                 s["table"] = table = None
-                ctypes.CDLL("libc.so.6").malloc_trim(0)
+                trim_heap()
             print(json.dumps({"fbgemm": fbgemm, "torch": torch.__version__}), flush=True)
             continue
         torch.set_num_threads(cmd["threads"])

@@ -70,6 +70,11 @@ def best(f, budget=0.3, reps=10):
     return out, (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / calls
 
 
+def trim_heap():
+    """Freed pages handed back to the system (the reused peer keeps them otherwise: KEPT)."""
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
 def digest(t):
     import numpy as np
     # The array's own bytes, not a copy of them: at V = 1e7 a copy is 2.56 GB more.
@@ -90,7 +95,7 @@ def worker(kind):
             s.clear()
             # Hand the last point's buffers back: with freed pages kept (KEPT), the
             # whole grid's largest points piled up to 15 GB and met the OOM killer.
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
+            trim_heap()
             v, d, t, work = cmd["V"], cmd["d"], cmd["T"], pathlib.Path(cmd["dir"])
             s.update(v=v, d=d, t=t)
             s["ids"] = torch.from_numpy(np.fromfile(work / "ids.i64", dtype="<i8"))
