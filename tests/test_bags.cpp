@@ -308,34 +308,42 @@ TEST(EmbeddingBag, TheBucketPlanFoldsFactorsOnEveryPath) {
 // FMA: detail::run_for; and the forward's AVX-512 copy: detail::run_wide) give the
 // oracle's bits, whichever the CPU picks (a copy the CPU lacks falls back to the
 // best it has). d = 130: two 64-column register tiles and a narrow one; d = 64 and
-// 128: one and two tiles, which have a loop of their own.
+// 128: one and two tiles, which have a loop of their own. The second call's bags
+// average 80 positions (d = 128 walks each once, both tiles in registers) and its
+// tables are past 32 MiB (rows fetched ahead into L2, not L1).
 TEST(EmbeddingBag, EveryHostIsaCopyEqualsTheOracles) {
-  std::int64_t const v = 200, bags = 60;
-  auto const call = random_call(v, bags, 25, 13);
-  auto const t = std::int64_t(call.ids.size());
-  IdsRef const ids(call.ids), offsets(call.offsets);
-  for (std::int64_t const d : {130, 64, 128})
-    for (char const* isa : {"baseline", "avx2", "avx512"})
-      for (auto pooling : {Pooling::sum, Pooling::mean, Pooling::max}) {
-        test::ScopedEnv env("KEMBED_HOST_ISA", isa);
-        SCOPED_TRACE(std::string(isa) + " " + std::string(to_string(pooling)) + " d = " + std::to_string(d));
-        auto const table = test::table_for(v, d);
-        auto const dy = dy_for(bags, d, 6);
-        BagOptions o;
-        o.pooling = pooling;
-        o.embedding.padding_idx = 3;
-        if (pooling == Pooling::mean) o.embedding.scale_grad_by_freq = FreqScale::call;
-        Layer const layer(v, d, FloatsRef(table.data(), Shape{v, d}), o);
-        bool const weighted = pooling == Pooling::sum;
-        FloatsRef const w = weighted ? FloatsRef(call.weights.data(), Shape{t}) : FloatsRef{};
-        reference::BagCall const ref{ids, make_bags(Shape{t}, &offsets, false),
-                                     weighted ? call.weights.data() : nullptr};
-        EXPECT_TRUE(
-            same_bits(layer.forward(ids, &offsets, w), reference::bag_forward(table.data(), layer.config(), ref)));
-        EXPECT_TRUE(
-            same_bits(layer.backward(ids, &offsets, FloatsRef(dy.data(), Shape{bags, d}), w).values,
-                      reference::bag_backward_identical(table.data(), layer.config(), ref, dy.data(), nullptr)));
-      }
+  struct Case {
+    std::int64_t v, longest;
+  };
+  for (auto const [v, longest] : {Case{200, 25}, Case{66000, 200}}) {
+    std::int64_t const bags = 60;
+    auto const call = random_call(v, bags, longest, 13);
+    auto const t = std::int64_t(call.ids.size());
+    IdsRef const ids(call.ids), offsets(call.offsets);
+    for (std::int64_t const d : {130, 64, 128})
+      for (char const* isa : {"baseline", "avx2", "avx512"})
+        for (auto pooling : {Pooling::sum, Pooling::mean, Pooling::max}) {
+          test::ScopedEnv env("KEMBED_HOST_ISA", isa);
+          SCOPED_TRACE(std::string(isa) + " " + std::string(to_string(pooling)) + " d = " + std::to_string(d) +
+                       " V = " + std::to_string(v));
+          auto const table = test::table_for(v, d);
+          auto const dy = dy_for(bags, d, 6);
+          BagOptions o;
+          o.pooling = pooling;
+          o.embedding.padding_idx = 3;
+          if (pooling == Pooling::mean) o.embedding.scale_grad_by_freq = FreqScale::call;
+          Layer const layer(v, d, FloatsRef(table.data(), Shape{v, d}), o);
+          bool const weighted = pooling == Pooling::sum;
+          FloatsRef const w = weighted ? FloatsRef(call.weights.data(), Shape{t}) : FloatsRef{};
+          reference::BagCall const ref{ids, make_bags(Shape{t}, &offsets, false),
+                                       weighted ? call.weights.data() : nullptr};
+          EXPECT_TRUE(
+              same_bits(layer.forward(ids, &offsets, w), reference::bag_forward(table.data(), layer.config(), ref)));
+          EXPECT_TRUE(
+              same_bits(layer.backward(ids, &offsets, FloatsRef(dy.data(), Shape{bags, d}), w).values,
+                        reference::bag_backward_identical(table.data(), layer.config(), ref, dy.data(), nullptr)));
+        }
+  }
 }
 
 // A sparse carry listing every third row.

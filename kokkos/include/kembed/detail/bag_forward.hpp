@@ -240,7 +240,7 @@ struct HostTileArrays {
   Id const* ids;
   std::int64_t n_ids;
   float const* table;  // row r at table + r * stride
-  std::int64_t stride;
+  std::int64_t n_rows, stride;
   float const* w;  // per-sample weights, or null
 };
 template <class IdView, class Table, class Weights>
@@ -250,16 +250,24 @@ HostTileArrays<std::remove_const_t<typename IdView::value_type>> host_tile_array
   static_assert(!std::is_same_v<typename IdView::array_layout, Kokkos::LayoutStride> &&
                     std::is_same_v<typename Table::array_layout, Kokkos::LayoutRight>,
                 "contiguous ids and rows");
-  return {ids.data(), std::int64_t(ids.extent(0)), weight.data(), std::int64_t(weight.stride(0)), w.data()};
+  return {ids.data(),
+          std::int64_t(ids.extent(0)),
+          weight.data(),
+          std::int64_t(weight.extent(0)),
+          std::int64_t(weight.stride(0)),
+          w.data()};
 }
 
-template <int Lanes, bool Weighted, class Id>
+// Cols columns of each row in registers (a tile, or a whole row of two tiles), the rows
+// ahead fetched into L1 (Near) or L2.
+template <int Lanes, bool Weighted, int Cols, bool Near, class Id>
 inline std::int64_t sum_tile_vectors(std::int64_t begin, std::int64_t end, std::int64_t c0, HostTileArrays<Id> const& a,
                                      std::int64_t pad, float* const out) {
   using vec = typename HostVector<Lanes>::type;
   static_assert(sizeof(vec) == 4 * Lanes, "a vector of Lanes floats");
   static_assert(vector_tile<Lanes, Weighted>, "a weighted vector tile needs the copy's fused multiply-add");
-  constexpr int parts = host_bag_tile / Lanes;
+  static_assert(Cols % Lanes == 0 && Cols % line_floats == 0, "whole vectors and whole lines");
+  constexpr int parts = Cols / Lanes;
   // One loop from the fold's +0.0 (its first step takes -0.0 to +0.0, as the fold's
   // does), over raw pointers: through the views, with the first step apart, GCC's
   // loop took 1.12x as long at bags of one position.
@@ -271,14 +279,14 @@ inline std::int64_t sum_tile_vectors(std::int64_t begin, std::int64_t end, std::
   for (std::int64_t p = begin; p < end; ++p) {
     if (p + prefetch_rows < n_ids) {
       float const* const ahead = rows + static_cast<std::int64_t>(id[p + prefetch_rows]) * stride;
-      for (std::int64_t k = 0; k < host_bag_tile; k += line_floats) prefetch(ahead + k);
+      for (std::int64_t k = 0; k < Cols; k += line_floats) Near ? prefetch_near(ahead + k) : prefetch(ahead + k);
     }
     auto const r = static_cast<std::int64_t>(id[p]);
     if (r == pad) continue;
     float const* const row = rows + r * stride;
     vec wp{};
     if constexpr (Weighted) wp = wp + a.w[p];  // w(p) in every lane
-#pragma GCC unroll 16
+#pragma GCC unroll 32
     for (int j = 0; j < parts; ++j) {  // acc = acc + row, or fma(row, w, acc)
       vec v;
       __builtin_memcpy(&v, row + Lanes * j, sizeof v);
@@ -293,7 +301,7 @@ inline std::int64_t sum_tile_vectors(std::int64_t begin, std::int64_t end, std::
   }
   // Stored as float vectors, not by memcpy: a byte copy may alias anything, and the
   // views read for the next bag were loaded again after it.
-#pragma GCC unroll 16
+#pragma GCC unroll 32
   for (int j = 0; j < parts; ++j) *reinterpret_cast<typename HostVector<Lanes>::unaligned*>(out + Lanes * j) = acc[j];
   return n;
 }
@@ -309,19 +317,42 @@ inline void divide_by_count(float* const out, std::int64_t d, std::int64_t n) {
 // Bags [b0, b1) of a table Tiles tiles wide (d = 64 or 128), in a loop over bags of
 // their own with the tiles a constant count: through the general loop, which walks
 // any width and a narrower last tile, bags of one position took 1.28x as long at
-// d = 64 and 1.07x at d = 128.
-template <int Lanes, bool Weighted, int Tiles, class Bounds, class Id, class Out>
+// d = 64 and 1.07x at d = 128. Whole: both tiles in one walk of each bag.
+template <int Lanes, bool Weighted, int Tiles, bool Whole, bool Near, class Bounds, class Id, class Out>
 inline void sum_bags_of_tiles(std::int64_t b0, std::int64_t b1, std::int64_t begin, Bounds const& bounds,
                               HostTileArrays<Id> const& arrays, std::int64_t pad, bool mean, Out const& y) {
+  constexpr int walks = Whole ? 1 : Tiles, cols = host_bag_tile * Tiles / walks;
   for (std::int64_t b = b0; b < b1; ++b) {
     std::int64_t const end = bounds(b + 1);
     float* const out = &y(b, 0);
     std::int64_t n = 0;
-    for (int t = 0; t < Tiles; ++t)
-      n = sum_tile_vectors<Lanes, Weighted>(begin, end, t * host_bag_tile, arrays, pad, out + t * host_bag_tile);
+    for (int t = 0; t < walks; ++t)
+      n = sum_tile_vectors<Lanes, Weighted, cols, Near>(begin, end, t * cols, arrays, pad, out + t * cols);
     if (mean) divide_by_count(out, Tiles * host_bag_tile, n);
     begin = end;
   }
+}
+
+// A 128-column row walked once (eight AVX-512 registers) where a run's bags average
+// whole_row_positions or more: at bags of 128 one walk took 0.72-0.94x the time of
+// two, at bags of 32 1.01-1.06x. Rows fetched into L1 from a table of at most
+// near_fetch_bytes (kernel_common.hpp). Both measured on the Zen 4 guest, issue 37.
+inline constexpr std::int64_t whole_row_positions = 64;
+template <int Lanes, bool Weighted, int Tiles, class Bounds, class Id, class Out>
+inline void sum_bags_of_width(std::int64_t b0, std::int64_t b1, std::int64_t begin, Bounds const& bounds,
+                              HostTileArrays<Id> const& arrays, std::int64_t pad, bool mean, Out const& y) {
+  bool const near = arrays.n_rows * arrays.stride <= near_fetch_bytes / std::int64_t(sizeof(float));
+  bool whole = false;
+  if constexpr (Tiles == 2 && Lanes * 8 >= Tiles * host_bag_tile)
+    whole = bounds(b1) - begin >= whole_row_positions * (b1 - b0);
+  auto const walk = [&](auto w, auto n) {
+    sum_bags_of_tiles<Lanes, Weighted, Tiles, decltype(w)::value, decltype(n)::value>(b0, b1, begin, bounds, arrays,
+                                                                                      pad, mean, y);
+  };
+  using yes = std::true_type;
+  using no = std::false_type;
+  if (whole) return near ? walk(yes{}, yes{}) : walk(yes{}, no{});
+  near ? walk(no{}, yes{}) : walk(no{}, no{});
 }
 #endif
 
@@ -340,9 +371,9 @@ inline void sum_run_host(std::int64_t b0, std::int64_t b1, Bounds const& bounds,
 #ifdef KEMBED_HOST_VECTOR_TILE
   auto const arrays = host_tile_arrays(ids, weight, w);
   if constexpr (vector_tile<Lanes, Weighted>) {
-    if (d == host_bag_tile) return sum_bags_of_tiles<Lanes, Weighted, 1>(b0, b1, begin, bounds, arrays, pad, mean, y);
+    if (d == host_bag_tile) return sum_bags_of_width<Lanes, Weighted, 1>(b0, b1, begin, bounds, arrays, pad, mean, y);
     if (d == 2 * host_bag_tile)
-      return sum_bags_of_tiles<Lanes, Weighted, 2>(b0, b1, begin, bounds, arrays, pad, mean, y);
+      return sum_bags_of_width<Lanes, Weighted, 2>(b0, b1, begin, bounds, arrays, pad, mean, y);
   }
 #endif
   for (std::int64_t b = b0; b < b1; ++b) {
@@ -352,7 +383,7 @@ inline void sum_run_host(std::int64_t b0, std::int64_t b1, Bounds const& bounds,
     for (std::int64_t c0 = 0; c0 < full; c0 += host_bag_tile) {
 #ifdef KEMBED_HOST_VECTOR_TILE
       if constexpr (vector_tile<Lanes, Weighted>) {
-        n = sum_tile_vectors<Lanes, Weighted>(begin, end, c0, arrays, pad, out + c0);
+        n = sum_tile_vectors<Lanes, Weighted, host_bag_tile, false>(begin, end, c0, arrays, pad, out + c0);
         continue;
       }
 #endif
