@@ -240,7 +240,7 @@ struct HostTileArrays {
   Id const* ids;
   std::int64_t n_ids;
   float const* table;  // row r at table + r * stride
-  std::int64_t n_rows, stride;
+  std::int64_t stride;
   float const* w;  // per-sample weights, or null
 };
 template <class IdView, class Table, class Weights>
@@ -250,12 +250,7 @@ HostTileArrays<std::remove_const_t<typename IdView::value_type>> host_tile_array
   static_assert(!std::is_same_v<typename IdView::array_layout, Kokkos::LayoutStride> &&
                     std::is_same_v<typename Table::array_layout, Kokkos::LayoutRight>,
                 "contiguous ids and rows");
-  return {ids.data(),
-          std::int64_t(ids.extent(0)),
-          weight.data(),
-          std::int64_t(weight.extent(0)),
-          std::int64_t(weight.stride(0)),
-          w.data()};
+  return {ids.data(), std::int64_t(ids.extent(0)), weight.data(), std::int64_t(weight.stride(0)), w.data()};
 }
 
 // Cols columns of each row in registers (a tile, or a whole row of two tiles), the rows
@@ -276,13 +271,9 @@ inline std::int64_t sum_tile_vectors(std::int64_t begin, std::int64_t end, std::
   float const* const rows = a.table + c0;
   vec acc[parts] = {};
   std::int64_t n = 0;
-  for (std::int64_t p = begin; p < end; ++p) {
-    if (p + prefetch_rows < n_ids) {
-      float const* const ahead = rows + static_cast<std::int64_t>(id[p + prefetch_rows]) * stride;
-      for (std::int64_t k = 0; k < Cols; k += line_floats) Near ? prefetch_near(ahead + k) : prefetch(ahead + k);
-    }
+  auto const add = [&](std::int64_t p) {
     auto const r = static_cast<std::int64_t>(id[p]);
-    if (r == pad) continue;
+    if (r == pad) return;
     float const* const row = rows + r * stride;
     vec wp{};
     if constexpr (Weighted) wp = wp + a.w[p];  // w(p) in every lane
@@ -298,9 +289,19 @@ inline std::int64_t sum_tile_vectors(std::int64_t begin, std::int64_t end, std::
         acc[j] = acc[j] + v;
     }
     ++n;
+  };
+  // The positions with a row prefetch_rows ahead in a loop of their own: the id count
+  // then bounds the loop instead of being compared, from a register, at each position.
+  std::int64_t const ahead_end = n_ids - prefetch_rows < end ? n_ids - prefetch_rows : end;
+  std::int64_t p = begin;
+  for (; p < ahead_end; ++p) {
+    float const* const ahead = rows + static_cast<std::int64_t>(id[p + prefetch_rows]) * stride;
+    for (std::int64_t k = 0; k < Cols; k += line_floats) Near ? prefetch_near(ahead + k) : prefetch(ahead + k);
+    add(p);
   }
-  // Stored as float vectors, not by memcpy: a byte copy may alias anything, and the
-  // views read for the next bag were loaded again after it.
+  for (; p < end; ++p) add(p);
+    // Stored as float vectors, not by memcpy: a byte copy may alias anything, and the
+    // views read for the next bag were loaded again after it.
 #pragma GCC unroll 32
   for (int j = 0; j < parts; ++j) *reinterpret_cast<typename HostVector<Lanes>::unaligned*>(out + Lanes * j) = acc[j];
   return n;
@@ -336,23 +337,17 @@ inline void sum_bags_of_tiles(std::int64_t b0, std::int64_t b1, std::int64_t beg
 // A 128-column row walked once (eight AVX-512 registers) where a run's bags average
 // whole_row_positions or more: at bags of 128 one walk took 0.72-0.94x the time of
 // two, at bags of 32 1.01-1.06x. Rows fetched into L1 from a table of at most
-// near_fetch_bytes (kernel_common.hpp). Both measured on the Zen 4 guest, issue 37.
+// near_fetch_bytes (kernel_common.hpp), chosen per call (bag_forward_shaped). Both
+// measured on the Zen 4 guest, issue 37.
 inline constexpr std::int64_t whole_row_positions = 64;
-template <int Lanes, bool Weighted, int Tiles, class Bounds, class Id, class Out>
+template <int Lanes, bool Weighted, int Tiles, bool Near, class Bounds, class Id, class Out>
 inline void sum_bags_of_width(std::int64_t b0, std::int64_t b1, std::int64_t begin, Bounds const& bounds,
                               HostTileArrays<Id> const& arrays, std::int64_t pad, bool mean, Out const& y) {
-  bool const near = arrays.n_rows * arrays.stride <= near_fetch_bytes / std::int64_t(sizeof(float));
-  bool whole = false;
-  if constexpr (Tiles == 2 && Lanes * 8 >= Tiles * host_bag_tile)
-    whole = bounds(b1) - begin >= whole_row_positions * (b1 - b0);
-  auto const walk = [&](auto w, auto n) {
-    sum_bags_of_tiles<Lanes, Weighted, Tiles, decltype(w)::value, decltype(n)::value>(b0, b1, begin, bounds, arrays,
-                                                                                      pad, mean, y);
-  };
-  using yes = std::true_type;
-  using no = std::false_type;
-  if (whole) return near ? walk(yes{}, yes{}) : walk(yes{}, no{});
-  near ? walk(no{}, yes{}) : walk(no{}, no{});
+  if constexpr (Tiles == 2 && Lanes * 8 >= Tiles * host_bag_tile) {
+    if (bounds(b1) - begin >= whole_row_positions * (b1 - b0))
+      return sum_bags_of_tiles<Lanes, Weighted, Tiles, true, Near>(b0, b1, begin, bounds, arrays, pad, mean, y);
+  }
+  sum_bags_of_tiles<Lanes, Weighted, Tiles, false, Near>(b0, b1, begin, bounds, arrays, pad, mean, y);
 }
 #endif
 
@@ -363,7 +358,7 @@ inline void sum_bags_of_width(std::int64_t b0, std::int64_t b1, std::int64_t beg
 // where the copy has them (a weighted one needs the copy's fused multiply-add), the
 // rest as float arrays; a table one or two tiles wide (d = 64, 128) has a loop of its
 // own (sum_bags_of_tiles), its arrays as raw pointers.
-template <int Lanes, bool Weighted, class Bounds, class IdView, class Table, class Weights, class Out>
+template <int Lanes, bool Weighted, bool Near, class Bounds, class IdView, class Table, class Weights, class Out>
 inline void sum_run_host(std::int64_t b0, std::int64_t b1, Bounds const& bounds, IdView const& ids, Table const& weight,
                          Weights const& w, std::int64_t pad, bool mean, Out const& y) {
   std::int64_t const d = weight.extent(1), full = d - d % host_bag_tile;
@@ -371,9 +366,10 @@ inline void sum_run_host(std::int64_t b0, std::int64_t b1, Bounds const& bounds,
 #ifdef KEMBED_HOST_VECTOR_TILE
   auto const arrays = host_tile_arrays(ids, weight, w);
   if constexpr (vector_tile<Lanes, Weighted>) {
-    if (d == host_bag_tile) return sum_bags_of_width<Lanes, Weighted, 1>(b0, b1, begin, bounds, arrays, pad, mean, y);
+    if (d == host_bag_tile)
+      return sum_bags_of_width<Lanes, Weighted, 1, Near>(b0, b1, begin, bounds, arrays, pad, mean, y);
     if (d == 2 * host_bag_tile)
-      return sum_bags_of_width<Lanes, Weighted, 2>(b0, b1, begin, bounds, arrays, pad, mean, y);
+      return sum_bags_of_width<Lanes, Weighted, 2, Near>(b0, b1, begin, bounds, arrays, pad, mean, y);
   }
 #endif
   for (std::int64_t b = b0; b < b1; ++b) {
@@ -446,25 +442,32 @@ void bag_forward_shaped(
   if constexpr (HostShape) {  // a range of bags, not a league of one-thread teams: 7-9% at L = 1
     // Bags in runs of host_bag_run per call into the ISA's copy: a call per bag was
     // a fifth of a bag of one position's time.
+    // The fetch hint resolved per call, each in a copy of its own: resolved per run
+    // inside one copy, GCC spilled the row stride in every loop (1.11x at bags of 32).
     std::int64_t const count = bags.count(), runs = (count + host_bag_run - 1) / host_bag_run;
+    bool const near = weight.span() <= std::size_t(near_fetch_bytes) / sizeof(float);
     Kokkos::parallel_for("kembed::bag_forward", Range<ExecutionSpace>(space, 0, runs), [=](std::int64_t k) {
       std::int64_t const first = k * host_bag_run;
       std::int64_t const last = first + host_bag_run < count ? first + host_bag_run : count;
-      run_wide(isa, [&](auto lanes) {
-        constexpr int lanes_v = decltype(lanes)::value;
-        if (pooling == Pooling::max) {
-          std::int64_t begin = bounds(first);
-          for (std::int64_t b = first; b < last; ++b) {
-            std::int64_t const end = bounds(b + 1);
-            max_bag_host(b, begin, end, ids, weight, pad, &y(b, 0), won);
-            begin = end;
+      auto const run = [&](auto near_c) {
+        run_wide(isa, [&](auto lanes) {
+          constexpr int lanes_v = decltype(lanes)::value;
+          constexpr bool near_v = decltype(near_c)::value;
+          if (pooling == Pooling::max) {
+            std::int64_t begin = bounds(first);
+            for (std::int64_t b = first; b < last; ++b) {
+              std::int64_t const end = bounds(b + 1);
+              max_bag_host(b, begin, end, ids, weight, pad, &y(b, 0), won);
+              begin = end;
+            }
+          } else if (w.extent(0) > 0) {
+            sum_run_host<lanes_v, true, near_v>(first, last, bounds, ids, weight, w, pad, false, y);
+          } else {
+            sum_run_host<lanes_v, false, near_v>(first, last, bounds, ids, weight, w, pad, pooling == Pooling::mean, y);
           }
-        } else if (w.extent(0) > 0) {
-          sum_run_host<lanes_v, true>(first, last, bounds, ids, weight, w, pad, false, y);
-        } else {
-          sum_run_host<lanes_v, false>(first, last, bounds, ids, weight, w, pad, pooling == Pooling::mean, y);
-        }
-      });
+        });
+      };
+      near ? run(std::true_type{}) : run(std::false_type{});
     });
   } else {
     using Policy = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
