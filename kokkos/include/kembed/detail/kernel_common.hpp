@@ -138,12 +138,16 @@ KOKKOS_INLINE_FUNCTION std::int64_t part_begin(std::int64_t n, std::int64_t part
 // V = T = 1e6 ran 1.2-1.35x faster (docs/PERFORMANCE.md).
 inline constexpr std::int64_t prefetch_rows = 32;  // rows fetched ahead of the one read
 inline constexpr std::int64_t line_floats = 16;    // floats in a 64-byte cache line
-KOKKOS_INLINE_FUNCTION void prefetch(void const* p) {
+template <int Locality>  // __builtin_prefetch's: 1 into L2 (prefetcht2), 3 into L1 (prefetcht0)
+KOKKOS_INLINE_FUNCTION void prefetch_into(void const* p) {
 #if defined(__GNUC__) && !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__) && !defined(__SYCL_DEVICE_ONLY__)
-  __builtin_prefetch(p, 0, 1);
+  __builtin_prefetch(p, 0, Locality);
 #else
   (void)p;
 #endif
+}
+KOKKOS_INLINE_FUNCTION void prefetch(void const* p) {
+  prefetch_into<1>(p);
 }
 // Into L1 (prefetcht0), for a bag forward whose table fits the cache: its rows then
 // come from L2 or L3 and few need to be in flight; at V = 1e5, d = 64 (25.6 MB) the
@@ -151,11 +155,7 @@ KOKKOS_INLINE_FUNCTION void prefetch(void const* p) {
 // capping the rows in flight from memory, as above; the Zen 4 guest's 32 MiB L3).
 inline constexpr std::int64_t near_fetch_bytes = std::int64_t{32} << 20;
 KOKKOS_INLINE_FUNCTION void prefetch_near(void const* p) {
-#if defined(__GNUC__) && !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__) && !defined(__SYCL_DEVICE_ONLY__)
-  __builtin_prefetch(p, 0, 3);
-#else
-  (void)p;
-#endif
+  prefetch_into<3>(p);
 }
 // The same hint as an asm statement, which the compiler must keep: GCC 12 emitted
 // no instruction at all for the builtin in the scan's fetch of its sums ahead
