@@ -100,6 +100,43 @@ TEST(EmbeddingBag, SignedZerosTieAndSumAsTheContractSays) {
   }
 }
 
+// A weight of -0.0 is -0.0 in every lane: a tiny product rounds the first fused
+// multiply-add to -0.0, and then fma(1, -0.0, -0.0) is -0.0 where a weight turned to
+// +0.0 gives +0.0. Mean bags of one keep their row's bits (x / 1 is x). At d = 2, 64,
+// 128 (the register tiles' own loops; 304 positions in 4 bags walk a whole row once) and 130,
+// in every host ISA copy.
+TEST(EmbeddingBag, SignedZeroWeightsGiveTheOraclesBits) {
+  std::int64_t const v = 3;
+  std::vector<std::int64_t> ids{0, 1}, offsets{0, 2, 3, 4};
+  std::vector<float> weights{-1e-30f, -0.0f};
+  ids.push_back(1), weights.push_back(-0.0f);  // a bag of one: 1 * -0.0 onto +0.0
+  ids.push_back(2), weights.push_back(+0.0f);  // and its row of -0.0 and finite values
+  for (int k = 0; k < 300; ++k) ids.push_back(k % 2 ? 1 : 0), weights.push_back(k % 2 ? -0.0f : -1e-30f);
+  IdsRef const i(ids), o(offsets);
+  auto const t = std::int64_t(ids.size());
+  for (std::int64_t d : {2, 64, 128, 130}) {
+    std::vector<float> table(std::size_t(v * d));
+    for (std::int64_t c = 0; c < d; ++c) {
+      table[std::size_t(c)] = 1e-30f, table[std::size_t(d + c)] = 1.0f;
+      table[std::size_t(2 * d + c)] = c % 3 ? -0.0f : -2.5f;
+    }
+    for (char const* isa : {"baseline", "avx2", "avx512"})
+      for (auto pooling : {Pooling::sum, Pooling::mean}) {
+        test::ScopedEnv env("KEMBED_HOST_ISA", isa);
+        bool const weighted = pooling == Pooling::sum;
+        SCOPED_TRACE(std::to_string(d) + " " + isa + " " + std::string(to_string(pooling)));
+        BagOptions opt;
+        opt.pooling = pooling;
+        Layer const layer(v, d, FloatsRef(table.data(), Shape{v, d}), opt);
+        FloatsRef const w = weighted ? FloatsRef(weights.data(), Shape{t}) : FloatsRef{};
+        reference::BagCall const ref{i, make_bags(Shape{t}, &o, false), weighted ? weights.data() : nullptr};
+        auto const y = layer.forward(i, &o, w);
+        EXPECT_TRUE(same_bits(y, reference::bag_forward(table.data(), layer.config(), ref)));
+        if (weighted) EXPECT_TRUE(std::signbit(y[0]) && std::signbit(y[std::size_t(3 * d)]));
+      }
+  }
+}
+
 TEST(EmbeddingBag, TwoDimensionalIdsAndTheLastOffset) {
   auto const table = test::table_for(50, 6);
   std::vector<std::int64_t> ids(12 * 5);

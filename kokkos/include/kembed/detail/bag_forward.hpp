@@ -276,7 +276,9 @@ inline std::int64_t sum_tile_vectors(std::int64_t begin, std::int64_t end, std::
     if (r == pad) return;
     float const* const row = rows + r * stride;
     vec wp{};
-    if constexpr (Weighted) wp = wp + a.w[p];  // w(p) in every lane
+    // w(p) in every lane as w - 0, w in every bit: 0 + w made a weight of -0.0 +0.0,
+    // and fma(x, +0.0, -0.0) is +0.0 where the contract's fma(x, -0.0, -0.0) is -0.0.
+    if constexpr (Weighted) wp = a.w[p] - wp;
 #pragma GCC unroll 32
     for (int j = 0; j < parts; ++j) {  // acc = acc + row, or fma(row, w, acc)
       vec v;
@@ -308,9 +310,10 @@ inline std::int64_t sum_tile_vectors(std::int64_t begin, std::int64_t end, std::
 }
 #endif
 
-// A mean bag's row divided by its count (n = 0: the +0.0 row stays).
+// A mean bag's row divided by its count. n = 0 keeps the +0.0 row; n = 1 keeps the
+// row too, since x / 1 is x in every bit (the mean bags of one then took 0.72-0.79x).
 inline void divide_by_count(float* const out, std::int64_t d, std::int64_t n) {
-  if (n > 0)
+  if (n > 1)
     for (std::int64_t c = 0; c < d; ++c) out[c] = out[c] / float(n);
 }
 
