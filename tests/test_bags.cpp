@@ -345,14 +345,15 @@ TEST(EmbeddingBag, TheBucketPlanFoldsFactorsOnEveryPath) {
 // FMA: detail::run_for; and the forward's AVX-512 copy: detail::run_wide) give the
 // oracle's bits, whichever the CPU picks (a copy the CPU lacks falls back to the
 // best it has). d = 130: two 64-column register tiles and a narrow one; d = 64 and
-// 128: one and two tiles, which have a loop of their own. The second call's bags
-// average 80 positions (d = 128 walks each once, both tiles in registers) and its
-// tables are past 32 MiB (rows fetched ahead into L2, not L1).
+// 128: one and two tiles, which have a loop of their own. The first call's bags
+// average about 10 positions (d = 128 walks each tile on its own), the second's 80, the
+// third's 2 (both tiles in registers, each bag walked once); the second's tables are
+// past 32 MiB (rows fetched ahead into L2, not L1).
 TEST(EmbeddingBag, EveryHostIsaCopyEqualsTheOracles) {
   struct Case {
     std::int64_t v, longest;
   };
-  for (auto const [v, longest] : {Case{200, 25}, Case{66000, 200}}) {
+  for (auto const [v, longest] : {Case{200, 25}, Case{66000, 200}, Case{300, 4}}) {
     std::int64_t const bags = 60;
     auto const call = random_call(v, bags, longest, 13);
     auto const t = std::int64_t(call.ids.size());

@@ -338,16 +338,19 @@ inline void sum_bags_of_tiles(std::int64_t b0, std::int64_t b1, std::int64_t beg
 }
 
 // A 128-column row walked once (eight AVX-512 registers) where a run's bags average
-// whole_row_positions or more: at bags of 128 one walk took 0.72-0.94x the time of
-// two, at bags of 32 1.01-1.06x. Rows fetched into L1 from a table of at most
-// near_fetch_bytes (kernel_common.hpp), chosen per call (bag_forward_shaped). Both
-// measured on the Zen 4 guest, issue 37.
-inline constexpr std::int64_t whole_row_positions = 64;
+// whole_row_positions or more, or short_bag_positions or fewer: two walks per tile
+// only between. At bags of 128 one walk took 0.72-0.94x the time of two, at bags of
+// 32 1.01-1.06x (Zen 4 guest); at bags of 1-8 0.86-0.91x, 16 1.01x, 32 1.00-1.03x
+// (Zen 5 guest), where a short bag's own steps, done once per walk, are most of its
+// time. Rows fetched into L1 from a table of at most near_fetch_bytes
+// (kernel_common.hpp), chosen per call (bag_forward_shaped). Issue 37.
+inline constexpr std::int64_t whole_row_positions = 64, short_bag_positions = 8;
 template <int Lanes, bool Weighted, int Tiles, bool Near, class Bounds, class Id, class Out>
 inline void sum_bags_of_width(std::int64_t b0, std::int64_t b1, std::int64_t begin, Bounds const& bounds,
                               HostTileArrays<Id> const& arrays, std::int64_t pad, bool mean, Out const& y) {
   if constexpr (Tiles == 2 && Lanes * 8 >= Tiles * host_bag_tile) {
-    if (bounds(b1) - begin >= whole_row_positions * (b1 - b0))
+    std::int64_t const positions = bounds(b1) - begin, bags = b1 - b0;
+    if (positions >= whole_row_positions * bags || positions <= short_bag_positions * bags)
       return sum_bags_of_tiles<Lanes, Weighted, Tiles, true, Near>(b0, b1, begin, bounds, arrays, pad, mean, y);
   }
   sum_bags_of_tiles<Lanes, Weighted, Tiles, false, Near>(b0, b1, begin, bounds, arrays, pad, mean, y);
